@@ -1,0 +1,124 @@
+"""A RoPE module with a cos/sin cache, for prefill and KV-cache decoding (chapter 05_cache_and_decoding).
+
+:class:`RotaryEmbedding` holds the only state in ropelab: float32 tables
+cos(m·θ_j) and sin(m·θ_j) for positions 0..capacity-1, built once and grown
+(to the next power of two) when a larger position arrives. ``forward``
+gathers the rows for the positions it is given and rotates q and k in their
+own dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+from torch import Tensor, nn
+
+from ._checks import PositionsLike, as_positions, check_base, check_dim, check_layout, check_x
+from .frequencies import inv_freq as make_inv_freq
+from .rotary import apply_rotary, cos_sin
+
+__all__ = ["RotaryEmbedding"]
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding for q and k with a cached, growable cos/sin table.
+
+    Args:
+        dim: number of rotated channels per head (the head dim, or ``rotary_dim``
+            for partial rotary, where the remaining channels pass through).
+        base: frequency base b.
+        scaling: a transformers-style rope dict; only ``None`` and
+            ``{"rope_type": "default"}`` are supported until chapter 07.
+        layout: ``"half_split"`` or ``"interleaved"``.
+        max_position: initial cache capacity in positions.
+
+    ``forward(q, k, positions=None, offset=0)``: q ``(..., seq, head_dim)``
+    and k ``(..., seq, head_dim)`` (heads may differ, as in grouped-query
+    attention); positions ``(seq,)`` or per-row ``(batch, seq)`` integers,
+    by default ``arange(seq)``; ``offset`` is added to every position (the
+    number of tokens already in the KV cache). Returns rotated ``(q, k)`` in
+    their dtypes.
+    """
+
+    inv_freq: Tensor
+    cos_cached: Tensor
+    sin_cached: Tensor
+
+    def __init__(
+        self,
+        dim: int,
+        base: float = 10000.0,
+        *,
+        scaling: Mapping[str, Any] | None = None,
+        layout: str = "half_split",
+        max_position: int = 2048,
+    ) -> None:
+        super().__init__()
+        self.dim = check_dim(dim)
+        self.base = check_base(base)
+        self.layout = check_layout(layout)
+        if scaling is not None and dict(scaling).get("rope_type", dict(scaling).get("type")) != "default":
+            raise NotImplementedError(
+                f"scaling={dict(scaling)!r}: context-extension scaling arrives with chapter 07_context_extension"
+            )
+        if isinstance(max_position, bool) or not isinstance(max_position, int) or max_position <= 0:
+            raise ValueError(f"max_position must be a positive int, got {max_position!r}")
+        self.register_buffer("inv_freq", make_inv_freq(dim, base), persistent=False)
+        self.register_buffer("cos_cached", torch.empty(0, dim), persistent=False)
+        self.register_buffer("sin_cached", torch.empty(0, dim), persistent=False)
+        self._build(max_position)
+
+    @property
+    def capacity(self) -> int:
+        """Number of positions the cached tables cover."""
+        return self.cos_cached.shape[0]
+
+    def _build(self, n: int) -> None:
+        cos, sin = cos_sin(torch.arange(n, device=self.inv_freq.device), self.inv_freq, layout=self.layout)
+        self.cos_cached, self.sin_cached = cos, sin
+
+    def _grow_to(self, needed: int) -> None:
+        if needed > self.capacity:
+            self._build(1 << (needed - 1).bit_length())
+
+    def tables(self, positions: PositionsLike) -> tuple[Tensor, Tensor]:
+        """float32 ``(cos, sin)`` rows for ``positions`` ``(..., seq)`` -> each ``(..., seq, dim)``, growing the cache if needed."""
+        pos = as_positions(positions, self.inv_freq.device)
+        if pos.numel():
+            self._grow_to(int(pos.max()) + 1)
+        return self.cos_cached[pos], self.sin_cached[pos]
+
+    def forward(self, q: Tensor, k: Tensor, positions: PositionsLike | None = None, offset: int = 0) -> tuple[Tensor, Tensor]:
+        q, k = check_x(q, "q"), check_x(k, "k")
+        if q.shape[-2] != k.shape[-2]:
+            raise ValueError(f"q and k must have the same seq length, got q {tuple(q.shape)} and k {tuple(k.shape)}")
+        for name, t in (("q", q), ("k", k)):
+            if t.shape[-1] < self.dim:
+                raise ValueError(f"{name} has head dim {t.shape[-1]}, fewer than the {self.dim} rotated channels")
+            if t.device != self.inv_freq.device:
+                raise ValueError(f"{name} is on {t.device} but the module is on {self.inv_freq.device}; call .to({name}.device)")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be a non-negative int, got {offset!r}")
+        seq = q.shape[-2]
+        pos = torch.arange(seq) if positions is None else as_positions(positions)
+        if pos.ndim not in (1, 2) or pos.shape[-1] != seq:
+            raise ValueError(f"positions must have shape (seq,) or (batch, seq) with seq={seq}, got {tuple(pos.shape)}")
+        if pos.ndim == 2:
+            if q.ndim < 3 or pos.shape[0] not in (1, q.shape[0]) or k.shape[0] != q.shape[0]:
+                raise ValueError(
+                    f"per-row positions of shape {tuple(pos.shape)} need q and k of shape (batch, ..., seq, dim) "
+                    f"with the same batch, got q {tuple(q.shape)} and k {tuple(k.shape)}"
+                )
+        cos, sin = self.tables(pos + offset)
+        if pos.ndim == 2:  # (batch, seq, dim) -> (batch, 1, ..., seq, dim): broadcast over heads
+            shape = (cos.shape[0],) + (1,) * (q.ndim - 3) + cos.shape[1:]
+            cos, sin = cos.reshape(shape), sin.reshape(shape)
+        rd = None if self.dim == q.shape[-1] else self.dim
+        q_out = apply_rotary(q, cos, sin, layout=self.layout, rotary_dim=rd)
+        rd = None if self.dim == k.shape[-1] else self.dim
+        k_out = apply_rotary(k, cos, sin, layout=self.layout, rotary_dim=rd)
+        return q_out, k_out
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, base={self.base:g}, layout={self.layout!r}, capacity={self.capacity}"

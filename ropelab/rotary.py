@@ -1,0 +1,152 @@
+"""Applying RoPE with cos/sin tables, in both pair layouts (chapters 02 and 03).
+
+Two layouts pair the d channels of a head differently:
+
+* ``"half_split"``: channel i is paired with i + d/2 (transformers' LLaMA,
+  GPT-NeoX). Rotation is ``x·cos + rotate_half(x)·sin`` (03_pairing, eq. ``halfsplit``).
+* ``"interleaved"``: channel 2i is paired with 2i+1 (RoFormer, Meta's LLaMA,
+  GPT-J). Rotation is ``x·cos + rotate_interleaved(x)·sin`` with cos and sin
+  repeated element-wise (03_pairing, eq. ``interleaved``).
+
+Both rotate pair j by the angle m·θ_j (02_complex_rotation, eq. ``rot2x2``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ._checks import PositionsLike, check_float_tensor, check_layout, check_x
+from .frequencies import angles
+
+__all__ = ["cos_sin", "rotate_half", "rotate_interleaved", "apply_rotary"]
+
+
+def cos_sin(
+    positions: PositionsLike,
+    inv_freq: Tensor,
+    *,
+    layout: str = "half_split",
+    attention_scaling: float = 1.0,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[Tensor, Tensor]:
+    """cos(m·θ) and sin(m·θ) laid out channel by channel for ``layout`` (05_cache_and_decoding).
+
+    Angles are computed in ``inv_freq``'s dtype (float32 or wider), their
+    cos and sin taken there, multiplied by ``attention_scaling`` (YaRN's
+    temperature; 1 otherwise) and only then cast to ``dtype``, as in
+    transformers.
+
+    Half-split: ``cat(a, a)``, so channel i and i + d/2 share angle a_i.
+    Interleaved: ``repeat_interleave(a, 2)``, so channels 2i and 2i+1 share a_i.
+
+    Args:
+        positions: integer positions ``(..., seq)``.
+        inv_freq: ``(dim // 2,)`` frequencies.
+
+    Returns:
+        ``(cos, sin)``, each ``(..., seq, dim)`` in ``dtype``.
+    """
+    layout = check_layout(layout)
+    a = angles(positions, inv_freq)
+    a = torch.cat((a, a), dim=-1) if layout == "half_split" else a.repeat_interleave(2, dim=-1)
+    cos, sin = a.cos(), a.sin()
+    if attention_scaling != 1.0:
+        cos, sin = cos * attention_scaling, sin * attention_scaling
+    return cos.to(dtype), sin.to(dtype)
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    """``cat(-x2, x1)`` where x1, x2 are the two halves of the last axis (03_pairing, eq. ``rotatehalf``).
+
+    For the half-split pairs (x_i, x_{i+d/2}) this is the 90° rotation
+    (a, b) -> (-b, a) of every pair at once.
+
+    Shapes: ``(..., dim)`` -> ``(..., dim)``.
+    """
+    x = check_float_tensor(x, "x")
+    if x.ndim < 1 or x.shape[-1] % 2:
+        raise ValueError(f"x's last axis must be even, got shape {tuple(x.shape)}")
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rotate_interleaved(x: Tensor) -> Tensor:
+    """The 90° rotation of every interleaved pair: (x_{2i}, x_{2i+1}) -> (-x_{2i+1}, x_{2i}).
+
+    The interleaved twin of :func:`rotate_half` (03_pairing, eq. ``rotateinterleaved``).
+
+    Shapes: ``(..., dim)`` -> ``(..., dim)``.
+    """
+    x = check_float_tensor(x, "x")
+    if x.ndim < 1 or x.shape[-1] % 2:
+        raise ValueError(f"x's last axis must be even, got shape {tuple(x.shape)}")
+    pairs = x.unflatten(-1, (-1, 2))
+    return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+
+
+def _check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
+    for name, t in (("cos", cos), ("sin", sin)):
+        check_float_tensor(t, name)
+        if t.ndim < 2 or t.shape[-2:] != (x.shape[-2], rotary_dim):
+            raise ValueError(
+                f"{name} must have shape (..., seq, rotary_dim) = (..., {x.shape[-2]}, {rotary_dim}) "
+                f"to match x of shape {tuple(x.shape)}, got {tuple(t.shape)}"
+            )
+        try:
+            torch.broadcast_shapes(t.shape, x.shape[:-1] + (rotary_dim,))
+        except RuntimeError:
+            raise ValueError(
+                f"{name} of shape {tuple(t.shape)} does not broadcast against x of shape {tuple(x.shape)}; "
+                "for per-row positions (batch, seq) with x (batch, heads, seq, dim), pass cos[:, None]"
+            ) from None
+        if t.device != x.device:
+            raise ValueError(f"{name} is on {t.device} but x is on {x.device}")
+    if cos.shape != sin.shape:
+        raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}")
+
+
+def apply_rotary(
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    *,
+    layout: str = "half_split",
+    rotary_dim: int | None = None,
+) -> Tensor:
+    """Rotate every channel pair of ``x`` by its angle: ``x·cos + rot(x)·sin`` (03_pairing, eq. ``halfsplit``).
+
+    ``rot`` is :func:`rotate_half` for ``"half_split"`` and
+    :func:`rotate_interleaved` for ``"interleaved"``; ``cos``/``sin`` must be
+    laid out for the same ``layout`` (see :func:`cos_sin`). The tables are
+    cast to ``x``'s dtype first, as transformers does, so the result has
+    ``x``'s dtype and device. ``x`` is not modified.
+
+    With ``rotary_dim`` < dim only the first ``rotary_dim`` channels are
+    rotated and the rest pass through (partial rotary, GPT-NeoX and Phi).
+
+    Args:
+        x: ``(..., seq, dim)``, e.g. ``(batch, heads, seq, dim)``.
+        cos, sin: ``(..., seq, rotary_dim)``, broadcastable against ``x``.
+        layout: ``"half_split"`` or ``"interleaved"``.
+        rotary_dim: even number of leading channels to rotate (default: all).
+
+    Returns:
+        Tensor of ``x``'s shape, dtype and device.
+    """
+    x = check_x(x)
+    layout = check_layout(layout)
+    dim = x.shape[-1]
+    if rotary_dim is None:
+        rotary_dim = dim
+    elif isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int):
+        raise TypeError(f"rotary_dim must be an int, got {type(rotary_dim).__name__}")
+    elif not (0 < rotary_dim <= dim and rotary_dim % 2 == 0):
+        raise ValueError(f"rotary_dim must be even and in (0, {dim}] for x of shape {tuple(x.shape)}, got {rotary_dim}")
+    _check_tables(x, cos, sin, rotary_dim)
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    rot = rotate_half if layout == "half_split" else rotate_interleaved
+    if rotary_dim == dim:
+        return x * cos + rot(x) * sin
+    x_rot, x_pass = x[..., :rotary_dim], x[..., rotary_dim:]
+    return torch.cat((x_rot * cos + rot(x_rot) * sin, x_pass), dim=-1)
