@@ -10,11 +10,8 @@ leaks between cells. Only the notebooks import this module.
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use(matplotlib.get_backend())  # keep the notebook's inline backend; Agg when headless
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 __all__: list[str] = []
 
