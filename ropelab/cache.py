@@ -5,6 +5,14 @@ cos(m·θ_j) and sin(m·θ_j) for positions 0..capacity-1, built once and grown
 (to the next power of two) when a larger position arrives. ``forward``
 gathers the rows for the positions it is given and rotates q and k in their
 own dtype.
+
+The tables are computed from float64 angles and rounded once to float32.
+Computing m·θ_j in float32, as transformers does, puts an error of up to
+half a float32 ulp of m·θ_j into every angle: about 4e-3 rad at position
+100,000, more than bfloat16's own rounding of cos and sin (chapter
+08_numerics). The cache is built once, so the wider arithmetic costs nothing
+per forward call. ``module.to(torch.bfloat16)`` moves the module but keeps
+its tables in float32: a cast of the tables would throw that precision away.
 """
 
 from __future__ import annotations
@@ -75,8 +83,19 @@ class RotaryEmbedding(nn.Module):
         return self.cos_cached.shape[0]
 
     def _build(self, n: int) -> None:
-        cos, sin = cos_sin(torch.arange(n, device=self.inv_freq.device), self.inv_freq, layout=self.layout)
+        device = self.inv_freq.device
+        theta64 = make_inv_freq(self.dim, self.base, dtype=torch.float64).to(device)
+        cos, sin = cos_sin(torch.arange(n, device=device), theta64, layout=self.layout, dtype=torch.float32)
         self.cos_cached, self.sin_cached = cos, sin
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        # nn.Module.to/half/bfloat16 would cast the float buffers; move them, keep float32.
+        super()._apply(fn, recurse)
+        device = self.cos_cached.device
+        self.inv_freq = make_inv_freq(self.dim, self.base).to(device)
+        if self.cos_cached.dtype != torch.float32:
+            self._build(self.capacity)
+        return self
 
     def _grow_to(self, needed: int) -> None:
         if needed > self.capacity:

@@ -1,0 +1,144 @@
+"""Tests for ropelab.frequencies: θ_j, wavelengths and angles (chapter 01)."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ropelab import angles, inv_freq, wavelengths
+
+even_dims = st.integers(1, 128).map(lambda h: 2 * h)
+bases = st.floats(1.5, 1e7, allow_nan=False)
+
+
+# Worked examples, by hand -------------------------------------------------
+
+def test_inv_freq_dim4_base100_by_hand():
+    # θ_j = 100^(-2j/4), j = 0, 1  ->  [1, 100^-0.5] = [1, 0.1]
+    assert inv_freq(4, 100.0).tolist() == pytest.approx([1.0, 0.1], rel=1e-7)
+
+
+def test_inv_freq_dim8_base10000_by_hand():
+    # exponents 0, 2/8, 4/8, 6/8 of 10000  ->  1, 0.1, 0.01, 0.001
+    got = inv_freq(8, 10000.0, dtype=torch.float64)
+    assert got.tolist() == pytest.approx([1.0, 0.1, 0.01, 0.001], rel=1e-14)
+
+
+def test_wavelengths_by_hand():
+    assert wavelengths(4, 100.0).tolist() == pytest.approx([2 * math.pi, 20 * math.pi], rel=1e-14)
+
+
+def test_angles_by_hand():
+    got = angles([0, 1, 2], inv_freq(4, 100.0, dtype=torch.float64))
+    expected = torch.tensor([[0, 0], [1, 0.1], [2, 0.2]], dtype=torch.float64)
+    torch.testing.assert_close(got, expected, rtol=1e-14, atol=0)
+
+
+def test_one_based_paper_formula_gives_the_same_numbers():
+    d, base = 128, 10000.0
+    paper = torch.tensor([base ** (-2 * (j - 1) / d) for j in range(1, d // 2 + 1)], dtype=torch.float64)
+    torch.testing.assert_close(inv_freq(d, base, dtype=torch.float64), paper, rtol=1e-15, atol=0)
+
+
+def test_float32_is_bit_identical_to_the_reference_expression():
+    for d, base in [(64, 10000.0), (128, 10000.0), (128, 500000.0), (96, 1e6)]:
+        reference = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+        assert torch.equal(inv_freq(d, base), reference)
+
+
+# Shapes, dtypes, batching ---------------------------------------------------
+
+def test_dtypes():
+    assert inv_freq(8).dtype == torch.float32
+    assert inv_freq(8, dtype=torch.float64).dtype == torch.float64
+    assert wavelengths(8).dtype == torch.float64
+    assert angles(torch.arange(3), inv_freq(8)).dtype == torch.float32
+    assert angles(torch.arange(3), inv_freq(8, dtype=torch.float64)).dtype == torch.float64
+
+
+def test_angles_per_row_positions():
+    pos = torch.tensor([[0, 1, 2], [5, 6, 7]])
+    got = angles(pos, inv_freq(8))
+    assert got.shape == (2, 3, 4)
+    torch.testing.assert_close(got[1], angles([5, 6, 7], inv_freq(8)))
+
+
+def test_angles_accepts_int_and_range():
+    torch.testing.assert_close(angles(range(4), inv_freq(8)), angles(torch.arange(4), inv_freq(8)))
+    assert angles(3, inv_freq(8)).shape == (4,)
+
+
+# Errors ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("dim, exc, text", [
+    (7, ValueError, "even"),
+    (0, ValueError, "positive"),
+    (-4, ValueError, "positive"),
+    (8.0, TypeError, "int"),
+    (True, TypeError, "int"),
+])
+def test_bad_dim(dim, exc, text):
+    with pytest.raises(exc, match=text) as info:
+        inv_freq(dim)
+    assert "dim" in str(info.value) and str(dim) in str(info.value)
+
+
+@pytest.mark.parametrize("base", [1.0, 0.5, -10.0, 0.0, float("inf"), float("nan")])
+def test_bad_base(base):
+    with pytest.raises(ValueError, match="base must be"):
+        inv_freq(8, base)
+
+
+def test_base_wrong_type():
+    with pytest.raises(TypeError, match="base must be a number, got str"):
+        inv_freq(8, "10000")
+
+
+def test_narrow_dtype_refused():
+    with pytest.raises(TypeError, match="float32 or torch.float64, got torch.bfloat16"):
+        inv_freq(8, dtype=torch.bfloat16)
+
+
+def test_float_positions_refused_with_hint():
+    with pytest.raises(TypeError, match=r"positions must have an integer dtype.*torch.float32.*\.long\(\)"):
+        angles(torch.arange(4.0), inv_freq(8))
+
+
+def test_negative_positions_refused():
+    with pytest.raises(ValueError, match="positions must be >= 0, got a minimum of -1"):
+        angles(torch.tensor([-1, 0]), inv_freq(8))
+
+
+def test_narrow_inv_freq_refused():
+    with pytest.raises(TypeError, match="inv_freq must be float32 or float64"):
+        angles(torch.arange(4), inv_freq(8).bfloat16())
+
+
+def test_inv_freq_shape_checked():
+    with pytest.raises(ValueError, match=r"inv_freq must be a non-empty 1-D tensor.*\(2, 4\)"):
+        angles(torch.arange(4), torch.ones(2, 4))
+
+
+# Properties -----------------------------------------------------------------
+
+@given(dim=even_dims, base=bases)
+def test_inv_freq_spectrum(dim, base):
+    theta = inv_freq(dim, base, dtype=torch.float64)
+    assert theta.shape == (dim // 2,)
+    assert theta[0] == 1.0
+    assert bool((theta[1:] < theta[:-1]).all())
+    assert float(theta[-1]) == pytest.approx(base ** (-(dim - 2) / dim), rel=1e-12)
+
+
+@given(dim=even_dims, base=bases)
+def test_wavelength_times_frequency_is_a_full_turn(dim, base):
+    torch.testing.assert_close(wavelengths(dim, base) * inv_freq(dim, base, dtype=torch.float64),
+                               torch.full((dim // 2,), 2 * math.pi, dtype=torch.float64))
+
+
+@given(m=st.integers(0, 2**20), dim=even_dims)
+def test_angles_are_exact_products_in_float64(m, dim):
+    theta = inv_freq(dim, 10000.0, dtype=torch.float64)
+    assert torch.equal(angles([m], theta)[0], m * theta)

@@ -1,0 +1,78 @@
+"""Tests for ropelab.matrix: the dense rotation matrix R (chapter 04)."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ropelab import apply_rotary, apply_rotary_complex, cos_sin, inv_freq, rotation_matrix
+from ropelab.pairing import half_split_permutation
+
+F64 = torch.float64
+LAYOUTS = ["half_split", "interleaved"]
+
+
+def test_by_hand_dim4_base100_position1():
+    c1, s1, c2, s2 = math.cos(1), math.sin(1), math.cos(0.1), math.sin(0.1)
+    theta = inv_freq(4, 100.0, dtype=F64)
+    interleaved = torch.tensor([[c1, -s1, 0, 0], [s1, c1, 0, 0], [0, 0, c2, -s2], [0, 0, s2, c2]], dtype=F64)
+    half_split = torch.tensor([[c1, 0, -s1, 0], [0, c2, 0, -s2], [s1, 0, c1, 0], [0, s2, 0, c2]], dtype=F64)
+    torch.testing.assert_close(rotation_matrix(1, theta), interleaved, rtol=0, atol=1e-15)
+    torch.testing.assert_close(rotation_matrix(1, theta, layout="half_split"), half_split, rtol=0, atol=1e-15)
+
+
+def test_sparsity():
+    r = rotation_matrix(3, inv_freq(16))
+    assert int(torch.count_nonzero(r)) == 2 * 16
+    assert rotation_matrix(0, inv_freq(8)).equal(torch.eye(8))
+
+
+def test_errors():
+    with pytest.raises(TypeError, match=r"position must be one integer.*shape \(2,\)"):
+        rotation_matrix(torch.tensor([1, 2]), inv_freq(8))
+    with pytest.raises(TypeError, match="position must be an int, got float 1.5"):
+        rotation_matrix(1.5, inv_freq(8))
+    with pytest.raises(ValueError, match="position must be >= 0, got -2"):
+        rotation_matrix(-2, inv_freq(8))
+    with pytest.raises(ValueError, match="layout must be one of"):
+        rotation_matrix(1, inv_freq(8), layout="blocks")
+
+
+dims = st.integers(1, 32).map(lambda h: 2 * h)
+pos = st.integers(0, 100_000)
+
+
+@given(dim=dims, m=pos, layout=st.sampled_from(LAYOUTS))
+def test_orthogonal(dim, m, layout):
+    r = rotation_matrix(m, inv_freq(dim, dtype=F64), layout=layout)
+    torch.testing.assert_close(r.T @ r, torch.eye(dim, dtype=F64), rtol=0, atol=1e-12)
+
+
+@given(dim=dims, m=pos, n=pos, layout=st.sampled_from(LAYOUTS))
+def test_relative_composition(dim, m, n, layout):
+    # R_m^T R_n = R_{n-m}; for n < m that is R_{m-n}^T
+    theta = inv_freq(dim, dtype=F64)
+    lhs = rotation_matrix(m, theta, layout=layout).T @ rotation_matrix(n, theta, layout=layout)
+    rel = rotation_matrix(abs(n - m), theta, layout=layout)
+    torch.testing.assert_close(lhs, rel if n >= m else rel.T, rtol=0, atol=1e-9)
+
+
+@given(dim=dims, m=pos, seed=st.integers(0, 2**31 - 1), layout=st.sampled_from(LAYOUTS))
+def test_matrix_equals_elementwise_and_complex(dim, m, seed, layout):
+    x = torch.randn(3, 1, dim, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    theta = inv_freq(dim, dtype=F64)
+    cos, sin = cos_sin([m], theta, layout=layout, dtype=F64)
+    by_matrix = x @ rotation_matrix(m, theta, layout=layout).T
+    torch.testing.assert_close(by_matrix, apply_rotary(x, cos, sin, layout=layout), rtol=0, atol=1e-12)
+    if layout == "interleaved":
+        torch.testing.assert_close(by_matrix, apply_rotary_complex(x, [m], theta), rtol=0, atol=1e-9)
+
+
+@given(dim=dims, m=pos)
+def test_permutation_conjugates_the_layouts(dim, m):
+    theta = inv_freq(dim, dtype=F64)
+    p = torch.eye(dim, dtype=F64)[half_split_permutation(dim)]  # P x = to_half_split(x)
+    torch.testing.assert_close(rotation_matrix(m, theta, layout="half_split"),
+                               p @ rotation_matrix(m, theta) @ p.T, rtol=0, atol=0)

@@ -1,0 +1,219 @@
+"""Tests for ropelab.rotary: cos/sin tables, rotate_half and apply_rotary in both layouts."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ropelab import apply_rotary, cos_sin, inv_freq, rotate_half, to_half_split
+from ropelab.rotary import rotate_interleaved
+
+LAYOUTS = ["half_split", "interleaved"]
+F64 = torch.float64
+
+
+def rope(x, positions, layout, base=10000.0):
+    cos, sin = cos_sin(positions, inv_freq(x.shape[-1], base, dtype=x.dtype if x.dtype == F64 else torch.float32),
+                       layout=layout, dtype=x.dtype)
+    return apply_rotary(x, cos, sin, layout=layout)
+
+
+# Worked examples: dim 4, base 100, position 1, θ = (1, 0.1) ------------------
+# cos 1 = 0.5403023, sin 1 = 0.8414710, cos 0.1 = 0.9950042, sin 0.1 = 0.0998334
+
+def test_half_split_by_hand():
+    # pairs (x0, x2) = (1, 3) turn by 1 rad, (x1, x3) = (2, 4) by 0.1 rad
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0]], dtype=F64)
+    expected = [1 * 0.5403023 - 3 * 0.8414710,   # -1.9841107
+                2 * 0.9950042 - 4 * 0.0998334,   #  1.5906747
+                3 * 0.5403023 + 1 * 0.8414710,   #  2.4623779
+                4 * 0.9950042 + 2 * 0.0998334]   #  4.1796835
+    got = rope(x, [1], "half_split", base=100.0)
+    torch.testing.assert_close(got[0], torch.tensor(expected, dtype=F64), atol=1e-6, rtol=0)
+
+
+def test_interleaved_by_hand():
+    # pairs (x0, x1) = (1, 2) turn by 1 rad, (x2, x3) = (3, 4) by 0.1 rad
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0]], dtype=F64)
+    expected = [-1.1426397, 1.9220756, 2.5856788, 4.2795169]
+    got = rope(x, [1], "interleaved", base=100.0)
+    torch.testing.assert_close(got[0], torch.tensor(expected, dtype=F64), atol=1e-6, rtol=0)
+
+
+def test_cos_sin_tables_by_hand():
+    theta = inv_freq(4, 100.0, dtype=F64)
+    cos, sin = cos_sin([1], theta, dtype=F64)
+    torch.testing.assert_close(cos[0], torch.tensor([math.cos(1), math.cos(0.1)] * 2, dtype=F64))
+    cos_i, sin_i = cos_sin([1], theta, layout="interleaved", dtype=F64)
+    torch.testing.assert_close(sin_i[0], torch.tensor([math.sin(1)] * 2 + [math.sin(0.1)] * 2, dtype=F64))
+
+
+def test_rotate_half_by_hand():
+    assert rotate_half(torch.tensor([1.0, 2.0, 3.0, 4.0])).tolist() == [-3.0, -4.0, 1.0, 2.0]
+    assert rotate_interleaved(torch.tensor([1.0, 2.0, 3.0, 4.0])).tolist() == [-2.0, 1.0, -4.0, 3.0]
+
+
+def test_position_zero_is_identity():
+    x = torch.randn(2, 3, 5, 8)
+    for layout in LAYOUTS:
+        assert torch.equal(rope(x, torch.zeros(5, dtype=torch.long), layout), x)
+
+
+def test_attention_scaling_multiplies_tables():
+    theta = inv_freq(8)
+    c1, s1 = cos_sin(torch.arange(5), theta)
+    c2, s2 = cos_sin(torch.arange(5), theta, attention_scaling=1.5)
+    torch.testing.assert_close(c2, 1.5 * c1)
+    torch.testing.assert_close(s2, 1.5 * s1)
+
+
+# dtype, device, shape contract ------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_keeps_dtype_shape_and_input(dtype, layout):
+    x = torch.randn(2, 3, 5, 8).to(dtype)
+    before = x.clone()
+    cos, sin = cos_sin(torch.arange(5), inv_freq(8), layout=layout, dtype=dtype)
+    out = apply_rotary(x, cos, sin, layout=layout)
+    assert out.dtype == dtype and out.shape == x.shape and out.device == x.device
+    assert torch.equal(x, before)
+
+
+def test_tables_computed_in_float32_whatever_the_output_dtype():
+    # bf16 tables are the float32 ones rounded once, not cos of bf16 angles
+    theta = inv_freq(64, 500000.0)
+    pos = torch.arange(100_000, 100_016)
+    c16, s16 = cos_sin(pos, theta, dtype=torch.bfloat16)
+    c32, s32 = cos_sin(pos, theta, dtype=torch.float32)
+    assert torch.equal(c16, c32.bfloat16()) and torch.equal(s16, s32.bfloat16())
+
+
+def test_partial_rotary_passes_the_rest_through():
+    x = torch.randn(2, 5, 12)
+    cos, sin = cos_sin(torch.arange(5), inv_freq(8))
+    out = apply_rotary(x, cos, sin, rotary_dim=8)
+    assert torch.equal(out[..., 8:], x[..., 8:])
+    torch.testing.assert_close(out[..., :8], apply_rotary(x[..., :8].contiguous(), cos, sin))
+
+
+# Errors ------------------------------------------------------------------------
+
+def test_cos_sin_shape_mismatch_named():
+    x = torch.randn(2, 5, 8)
+    cos, sin = cos_sin(torch.arange(6), inv_freq(8))
+    with pytest.raises(ValueError, match=r"cos must have shape \(\.\.\., seq, rotary_dim\) = \(\.\.\., 5, 8\).*got \(6, 8\)"):
+        apply_rotary(x, cos, sin)
+    cos, sin = cos_sin(torch.arange(5), inv_freq(4))
+    with pytest.raises(ValueError, match=r"got \(5, 4\)"):
+        apply_rotary(x, cos, sin)
+
+
+def test_cos_sin_batch_mismatch_has_hint():
+    x = torch.randn(2, 4, 5, 8)
+    cos, sin = cos_sin(torch.arange(15).reshape(3, 5), inv_freq(8))
+    with pytest.raises(ValueError, match=r"does not broadcast.*cos\[:, None\]"):
+        apply_rotary(x, cos, sin)
+
+
+def test_unknown_layout():
+    with pytest.raises(ValueError, match=r"layout must be one of \('half_split', 'interleaved'\), got 'neox'"):
+        cos_sin(torch.arange(3), inv_freq(8), layout="neox")
+    x = torch.randn(3, 8)
+    cos, sin = cos_sin(torch.arange(3), inv_freq(8))
+    with pytest.raises(ValueError, match="got 'gptj'"):
+        apply_rotary(x, cos, sin, layout="gptj")
+
+
+def test_bad_x():
+    cos, sin = cos_sin(torch.arange(3), inv_freq(8))
+    with pytest.raises(ValueError, match=r"x's last axis \(dim\) must be even, got shape \(3, 7\)"):
+        apply_rotary(torch.randn(3, 7), cos, sin)
+    with pytest.raises(TypeError, match="x must be a floating-point tensor, got dtype torch.int64"):
+        apply_rotary(torch.ones(3, 8, dtype=torch.long), cos, sin)
+    with pytest.raises(ValueError, match=r"rotary_dim must be even and in \(0, 8\]"):
+        apply_rotary(torch.randn(3, 8), cos, sin, rotary_dim=5)
+
+
+def test_float_positions_in_cos_sin():
+    with pytest.raises(TypeError, match="integer dtype"):
+        cos_sin(torch.tensor([0.0, 1.5]), inv_freq(8))
+
+
+# Properties -----------------------------------------------------------------------
+
+dims = st.integers(1, 32).map(lambda h: 2 * h)
+positions = st.integers(0, 100_000)
+
+
+@given(dim=dims, m=positions, seed=st.integers(0, 2**31 - 1), layout=st.sampled_from(LAYOUTS))
+def test_norm_preserved(dim, m, seed, layout):
+    x = torch.randn(3, 1, dim, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    out = rope(x, [m], layout)
+    torch.testing.assert_close(out.norm(dim=-1), x.norm(dim=-1), rtol=1e-12, atol=0)
+
+
+@given(dim=dims, m=positions, n=positions, shift=positions, seed=st.integers(0, 2**31 - 1),
+       layout=st.sampled_from(LAYOUTS))
+def test_score_depends_only_on_distance(dim, m, n, shift, seed, layout):
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(1, dim, generator=g, dtype=F64), torch.randn(1, dim, generator=g, dtype=F64)
+    score = (rope(q, [m], layout) * rope(k, [n], layout)).sum()
+    shifted = (rope(q, [m + shift], layout) * rope(k, [n + shift], layout)).sum()
+    assert float(shifted) == pytest.approx(float(score), abs=1e-9 * (1 + float(q.norm() * k.norm())))
+
+
+@given(dim=dims, m=positions, seed=st.integers(0, 2**31 - 1))
+def test_layouts_are_the_same_rotation_relabelled(dim, m, seed):
+    x = torch.randn(2, dim, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    torch.testing.assert_close(to_half_split(rope(x, [m, m + 1], "interleaved")),
+                               rope(to_half_split(x), [m, m + 1], "half_split"), rtol=0, atol=1e-12)
+
+
+@given(dim=dims, seed=st.integers(0, 2**31 - 1))
+def test_rotate_half_is_a_quarter_turn(dim, seed):
+    x = torch.randn(dim, generator=torch.Generator().manual_seed(seed))
+    assert torch.equal(rotate_half(rotate_half(x)), -x)
+    assert torch.equal(rotate_interleaved(rotate_interleaved(x)), -x)
+    assert abs(float((rotate_half(x) * x).sum())) < 1e-4 * float(x.norm() ** 2 + 1)
+
+
+# Agreement with transformers' LLaMA rotary code ------------------------------------
+
+transformers = pytest.importorskip("transformers")
+from transformers import LlamaConfig  # noqa: E402
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb  # noqa: E402
+
+
+def hf_rotary(head_dim=16, heads=4, base=10000.0):
+    config = LlamaConfig(hidden_size=head_dim * heads, num_attention_heads=heads, num_key_value_heads=heads,
+                         max_position_embeddings=4096, rope_parameters={"rope_type": "default", "rope_theta": base})
+    return LlamaRotaryEmbedding(config)
+
+
+@pytest.mark.parametrize("dtype, atol", [(torch.float32, 0.0), (torch.bfloat16, 0.0)])
+@pytest.mark.parametrize("base", [10000.0, 500000.0])
+@pytest.mark.parametrize("position_ids", [
+    torch.arange(7)[None],                              # prefill
+    torch.arange(7)[None] + 1000,                       # decoding with an offset
+    torch.tensor([[0, 0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5, 6]]),  # per-row, left padded
+    torch.tensor([[70000, 70001, 70002, 70003, 70004, 70005, 70006]]),  # far positions
+])
+def test_matches_transformers_llama(dtype, atol, base, position_ids):
+    g = torch.Generator().manual_seed(0)
+    batch = position_ids.shape[0]
+    q = torch.randn(batch, 4, 7, 16, generator=g).to(dtype)
+    k = torch.randn(batch, 4, 7, 16, generator=g).to(dtype)
+    hf = hf_rotary(base=base)
+    hf_cos, hf_sin = hf(q, position_ids)
+    hf_q, hf_k = apply_rotary_pos_emb(q, k, hf_cos, hf_sin)
+
+    cos, sin = cos_sin(position_ids, inv_freq(16, base), dtype=dtype)
+    # same float32 θ and angles as transformers: bit-identical tables and results
+    assert torch.equal(cos, hf_cos) and torch.equal(sin, hf_sin)
+    out_q = apply_rotary(q, cos[:, None], sin[:, None])
+    out_k = apply_rotary(k, cos[:, None], sin[:, None])
+    torch.testing.assert_close(out_q, hf_q, atol=atol, rtol=0)
+    torch.testing.assert_close(out_k, hf_k, atol=atol, rtol=0)

@@ -1,0 +1,31 @@
+"""Tests for ropelab.verify.check_close, the assertion behind every equation cell."""
+
+import math
+
+import pytest
+import torch
+
+from ropelab.verify import check_close, max_abs_diff
+
+
+def test_prints_a_stable_line(capsys):
+    line = check_close(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0 + 1e-9]), tol=1e-6, label="eq. (theta)")
+    assert line == "eq. (theta): max |Δ| < 1e-06"
+    assert capsys.readouterr().out == line + "\n"
+
+
+def test_fails_when_the_sides_differ():
+    with pytest.raises(AssertionError, match=r"eq\. \(x\): max \|Δ\| = 1\.000e-03 exceeds tol = 1e-06"):
+        check_close(torch.tensor([1.0]), torch.tensor([1.001], dtype=torch.float64), tol=1e-6, label="eq. (x)")
+    with pytest.raises(AssertionError):
+        check_close(torch.tensor([float("nan")]), torch.tensor([0.0]), tol=1.0)
+
+
+def test_complex_numbers_and_broadcasting():
+    assert max_abs_diff(torch.tensor([3 + 4j]), torch.tensor([0j])) == pytest.approx(5.0)
+    assert max_abs_diff(torch.ones(2, 3), 1.0) == 0.0
+    assert max_abs_diff(math.pi, torch.tensor(3.0)) == pytest.approx(math.pi - 3)
+    with pytest.raises(ValueError, match=r"shapes \(2,\) and \(3,\)"):
+        max_abs_diff(torch.ones(2), torch.ones(3))
+    with pytest.raises(ValueError, match="tol must be positive"):
+        check_close(1.0, 1.0, tol=0)
