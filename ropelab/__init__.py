@@ -11,6 +11,7 @@ from .frequencies import angles, inv_freq, wavelengths
 from .matrix import rotation_matrix
 from .pairing import permute_qk_weight, to_half_split, to_interleaved, unpermute_qk_weight
 from .rotary import apply_rotary, cos_sin, rotate_half
+from .scaling import scaled_inv_freq
 
 __version__ = "0.1.0"
 
@@ -25,6 +26,7 @@ __all__ = [
     "permute_qk_weight",
     "rotate_half",
     "rotation_matrix",
+    "scaled_inv_freq",
     "to_half_split",
     "to_interleaved",
     "unpermute_qk_weight",

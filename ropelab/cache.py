@@ -13,6 +13,14 @@ half a float32 ulp of m·θ_j into every angle: about 4e-3 rad at position
 08_numerics). The cache is built once, so the wider arithmetic costs nothing
 per forward call. ``module.to(torch.bfloat16)`` moves the module but keeps
 its tables in float32: a cast of the tables would throw that precision away.
+
+With a ``scaling`` dict (chapter 07) θ comes from
+:func:`ropelab.scaled_inv_freq` and the tables are multiplied by its
+attention scaling. ``dynamic`` recomputes θ when a sequence longer than any
+seen so far (and than the original context) arrives and returns to the
+original θ for a sequence shorter than the original context; ``longrope``
+switches between its short and long factors at the original context
+length. Both follow transformers' ``dynamic_rope_update``.
 """
 
 from __future__ import annotations
@@ -23,8 +31,8 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import PositionsLike, as_positions, check_base, check_dim, check_layout, check_x
-from .frequencies import inv_freq as make_inv_freq
 from .rotary import apply_rotary, cos_sin
+from .scaling import normalize_scaling, scaled_inv_freq
 
 __all__ = ["RotaryEmbedding"]
 
@@ -33,11 +41,12 @@ class RotaryEmbedding(nn.Module):
     """Rotary position embedding for q and k with a cached, growable cos/sin table.
 
     Args:
-        dim: number of rotated channels per head (the head dim, or ``rotary_dim``
-            for partial rotary, where the remaining channels pass through).
+        dim: the head dim the frequencies are computed for; the first
+            ``dim * partial_rotary_factor`` channels are rotated (all of them
+            unless the scaling dict says otherwise) and a q or k with a larger
+            head dim passes its remaining channels through (partial rotary).
         base: frequency base b.
-        scaling: a transformers-style rope dict; only ``None`` and
-            ``{"rope_type": "default"}`` are supported until chapter 07.
+        scaling: a transformers-style rope dict (see :func:`ropelab.scaled_inv_freq`) or None.
         layout: ``"half_split"`` or ``"interleaved"``.
         max_position: initial cache capacity in positions.
 
@@ -63,18 +72,21 @@ class RotaryEmbedding(nn.Module):
         max_position: int = 2048,
     ) -> None:
         super().__init__()
-        self.dim = check_dim(dim)
+        self.head_dim = check_dim(dim)
         self.base = check_base(base)
         self.layout = check_layout(layout)
-        if scaling is not None and dict(scaling).get("rope_type", dict(scaling).get("type")) != "default":
-            raise NotImplementedError(
-                f"scaling={dict(scaling)!r}: context-extension scaling arrives with chapter 07_context_extension"
-            )
+        self.scaling = normalize_scaling(scaling)
         if isinstance(max_position, bool) or not isinstance(max_position, int) or max_position <= 0:
             raise ValueError(f"max_position must be a positive int, got {max_position!r}")
-        self.register_buffer("inv_freq", make_inv_freq(dim, base), persistent=False)
-        self.register_buffer("cos_cached", torch.empty(0, dim), persistent=False)
-        self.register_buffer("sin_cached", torch.empty(0, dim), persistent=False)
+        self.rope_type: str = self.scaling["rope_type"]
+        self.original_len: int | None = self.scaling.get("original_max_position_embeddings")
+        self._theta_len: int | None = None  # the seq_len θ was computed for (dynamic, longrope)
+        self._dynamic_seen = self.original_len or 0  # transformers' max_seq_len_cached
+        theta, self.attention_scaling = scaled_inv_freq(self.head_dim, self.base, self.scaling)
+        self.dim = 2 * theta.shape[0]  # rotated channels
+        self.register_buffer("inv_freq", theta, persistent=False)
+        self.register_buffer("cos_cached", torch.empty(0, self.dim), persistent=False)
+        self.register_buffer("sin_cached", torch.empty(0, self.dim), persistent=False)
         self._build(max_position)
 
     @property
@@ -83,29 +95,52 @@ class RotaryEmbedding(nn.Module):
         return self.cos_cached.shape[0]
 
     def _build(self, n: int) -> None:
-        device = self.inv_freq.device
-        theta64 = make_inv_freq(self.dim, self.base, dtype=torch.float64).to(device)
-        cos, sin = cos_sin(torch.arange(n, device=device), theta64, layout=self.layout, dtype=torch.float32)
-        self.cos_cached, self.sin_cached = cos, sin
+        device = self.cos_cached.device
+        theta32, attention = scaled_inv_freq(self.head_dim, self.base, self.scaling, seq_len=self._theta_len)
+        theta64, _ = scaled_inv_freq(
+            self.head_dim, self.base, self.scaling, seq_len=self._theta_len, dtype=torch.float64
+        )
+        self.inv_freq, self.attention_scaling = theta32.to(device), attention
+        self.cos_cached, self.sin_cached = cos_sin(
+            torch.arange(n, device=device), theta64.to(device), layout=self.layout,
+            attention_scaling=attention, dtype=torch.float32,
+        )
 
     def _apply(self, fn, recurse=True):  # type: ignore[override]
         # nn.Module.to/half/bfloat16 would cast the float buffers; move them, keep float32.
         super()._apply(fn, recurse)
-        device = self.cos_cached.device
-        self.inv_freq = make_inv_freq(self.dim, self.base).to(device)
-        if self.cos_cached.dtype != torch.float32:
+        if self.cos_cached.dtype != torch.float32 or self.inv_freq.dtype != torch.float32:
             self._build(self.capacity)
         return self
+
+    def _update_theta(self, seq_len: int) -> None:
+        """Recompute θ where the rope type depends on the sequence length, as transformers does."""
+        before = self._theta_len
+        if self.rope_type == "dynamic":
+            if seq_len > self._dynamic_seen:  # growth beyond any length seen
+                self._theta_len = self._dynamic_seen = seq_len
+            elif seq_len < self.original_len and self._dynamic_seen > self.original_len:  # back to short
+                self._theta_len, self._dynamic_seen = None, self.original_len
+        elif self.rope_type == "longrope":
+            self._theta_len = seq_len if seq_len > self.original_len else None
+        if self._theta_len != before:
+            self._build(max(self.capacity, seq_len))
 
     def _grow_to(self, needed: int) -> None:
         if needed > self.capacity:
             self._build(1 << (needed - 1).bit_length())
 
     def tables(self, positions: PositionsLike) -> tuple[Tensor, Tensor]:
-        """float32 ``(cos, sin)`` rows for ``positions`` ``(..., seq)`` -> each ``(..., seq, dim)``, growing the cache if needed."""
-        pos = as_positions(positions, self.inv_freq.device)
+        """float32 ``(cos, sin)`` rows for ``positions`` ``(..., seq)`` -> each ``(..., seq, dim)``.
+
+        Grows the cache if needed and, for ``dynamic`` and ``longrope``,
+        updates θ for the sequence length max(positions) + 1.
+        """
+        pos = as_positions(positions, self.cos_cached.device)
         if pos.numel():
-            self._grow_to(int(pos.max()) + 1)
+            needed = int(pos.max()) + 1
+            self._update_theta(needed)
+            self._grow_to(needed)
         return self.cos_cached[pos], self.sin_cached[pos]
 
     def forward(self, q: Tensor, k: Tensor, positions: PositionsLike | None = None, offset: int = 0) -> tuple[Tensor, Tensor]:
@@ -115,8 +150,8 @@ class RotaryEmbedding(nn.Module):
         for name, t in (("q", q), ("k", k)):
             if t.shape[-1] < self.dim:
                 raise ValueError(f"{name} has head dim {t.shape[-1]}, fewer than the {self.dim} rotated channels")
-            if t.device != self.inv_freq.device:
-                raise ValueError(f"{name} is on {t.device} but the module is on {self.inv_freq.device}; call .to({name}.device)")
+            if t.device != self.cos_cached.device:
+                raise ValueError(f"{name} is on {t.device} but the module is on {self.cos_cached.device}; call .to({name}.device)")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative int, got {offset!r}")
         seq = q.shape[-2]
@@ -133,11 +168,10 @@ class RotaryEmbedding(nn.Module):
         if pos.ndim == 2:  # (batch, seq, dim) -> (batch, 1, ..., seq, dim): broadcast over heads
             shape = (cos.shape[0],) + (1,) * (q.ndim - 3) + cos.shape[1:]
             cos, sin = cos.reshape(shape), sin.reshape(shape)
-        rd = None if self.dim == q.shape[-1] else self.dim
-        q_out = apply_rotary(q, cos, sin, layout=self.layout, rotary_dim=rd)
-        rd = None if self.dim == k.shape[-1] else self.dim
-        k_out = apply_rotary(k, cos, sin, layout=self.layout, rotary_dim=rd)
+        q_out = apply_rotary(q, cos, sin, layout=self.layout, rotary_dim=self.dim)
+        k_out = apply_rotary(k, cos, sin, layout=self.layout, rotary_dim=self.dim)
         return q_out, k_out
 
     def extra_repr(self) -> str:
-        return f"dim={self.dim}, base={self.base:g}, layout={self.layout!r}, capacity={self.capacity}"
+        return (f"dim={self.dim}, base={self.base:g}, layout={self.layout!r}, rope_type={self.rope_type!r}, "
+                f"capacity={self.capacity}")

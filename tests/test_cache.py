@@ -116,10 +116,13 @@ def test_bfloat16_tables_at_position_100000_are_within_bfloat16_rounding():
     assert float((cos32.double() - angle.cos()).abs().max()) > 1e-3
 
 
-def test_scaling_is_for_chapter_7():
-    with pytest.raises(NotImplementedError, match="07_context_extension"):
-        RotaryEmbedding(16, scaling={"rope_type": "linear", "factor": 2.0})
-    RotaryEmbedding(16, scaling={"rope_type": "default"})
+def test_scaling_dict_is_checked():
+    with pytest.raises(ValueError, match="unknown rope_type 'ntk'"):
+        RotaryEmbedding(16, scaling={"rope_type": "ntk", "factor": 2.0})
+    with pytest.raises(ValueError, match=r"'linear' needs \['factor'\]"):
+        RotaryEmbedding(16, scaling={"rope_type": "linear"})
+    plain, default = RotaryEmbedding(16), RotaryEmbedding(16, scaling={"rope_type": "default"})
+    assert torch.equal(plain.cos_cached, default.cos_cached)
 
 
 def test_partial_rotary():
