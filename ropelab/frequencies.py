@@ -14,7 +14,7 @@ from torch import Tensor
 
 from ._checks import PositionsLike, as_positions, check_base, check_dim, check_inv_freq
 
-__all__ = ["inv_freq", "wavelengths", "angles"]
+__all__ = ["inv_freq", "wavelengths", "angles", "full_turn_pairs"]
 
 
 def inv_freq(dim: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -71,3 +71,41 @@ def angles(positions: PositionsLike, inv_freq: Tensor) -> Tensor:
     inv_freq = check_inv_freq(inv_freq)
     pos = as_positions(positions, inv_freq.device)
     return pos.to(inv_freq.dtype).unsqueeze(-1) * inv_freq
+
+
+def full_turn_pairs(dim: int, base: float, context_len: float) -> int:
+    """How many pairs complete a full turn within ``context_len`` tokens (01_frequencies, eq. ``freq-fullturn``).
+
+    Counts the pairs j with λ_j ≤ L, where λ_j = 2π·base^(2j/d) (eq.
+    ``wavelength``). Since λ_j grows with j, these are the pairs
+    j = 0..N-1 with N = min(d/2, ⌊(d/2)·log(L/2π)/log(base)⌋ + 1) for
+    L ≥ 2π, and N = 0 for L < 2π. The closed form gives the answer; one
+    comparison with λ_N and λ_{N-1} (computed exactly as :func:`wavelengths`
+    does) settles an L that lies on a wavelength to within rounding, so the
+    result always equals ``int((wavelengths(dim, base) <= context_len).sum())``.
+
+    Args:
+        dim: head dimension d (positive, even).
+        base: the base b > 1.
+        context_len: context length L in tokens (a number ≥ 0).
+
+    Returns:
+        An int in 0..dim/2, non-decreasing in ``context_len`` and
+        non-increasing in ``base``.
+    """
+    dim = check_dim(dim)
+    base = check_base(base)
+    if isinstance(context_len, bool) or not isinstance(context_len, (int, float)):
+        raise TypeError(f"context_len must be a number, got {type(context_len).__name__} {context_len!r}")
+    if not context_len >= 0 or context_len == float("inf"):
+        raise ValueError(f"context_len must be a finite number >= 0, got {context_len}")
+    half = dim // 2
+    if context_len < 2 * math.pi:
+        return 0
+    n = min(half, math.floor(half * math.log(context_len / (2 * math.pi)) / math.log(base)) + 1)
+    lam = wavelengths(dim, base).tolist()
+    while n < half and lam[n] <= context_len:
+        n += 1
+    while n > 0 and lam[n - 1] > context_len:
+        n -= 1
+    return n

@@ -15,10 +15,17 @@ from torch import Tensor
 __all__ = ["check_close", "max_abs_diff"]
 
 
+def _as_cpu_tensor(x: Tensor | float) -> Tensor:
+    """``x`` as a CPU tensor; Python numbers become float64 (complex128), not torch's default float32."""
+    if isinstance(x, Tensor):
+        return x.detach().cpu()
+    return torch.as_tensor(x, dtype=torch.complex128 if torch.as_tensor(x).is_complex() else torch.float64)
+
+
 def max_abs_diff(lhs: Tensor | float, rhs: Tensor | float) -> float:
     """max |lhs - rhs| over all elements, computed in float64 on the CPU (complex values by modulus)."""
-    a = torch.as_tensor(lhs).detach().cpu()
-    b = torch.as_tensor(rhs).detach().cpu()
+    a = _as_cpu_tensor(lhs)
+    b = _as_cpu_tensor(rhs)
     a = a.to(torch.complex128) if a.is_complex() or b.is_complex() else a.double()
     b = b.to(a.dtype)
     if a.shape != b.shape:
