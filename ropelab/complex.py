@@ -10,10 +10,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._checks import PositionsLike, check_inv_freq, check_x
+from ._checks import PositionsLike, check_float_tensor, check_inv_freq, check_x
 from .frequencies import angles
 
-__all__ = ["apply_rotary_complex", "as_complex_pairs", "from_complex_pairs"]
+__all__ = ["apply_rotary_complex", "as_complex_pairs", "from_complex_pairs", "relative_score"]
 
 
 def as_complex_pairs(x: Tensor) -> Tensor:
@@ -63,3 +63,59 @@ def apply_rotary_complex(x: Tensor, positions: PositionsLike, inv_freq: Tensor) 
     if not wide:
         phasor = phasor.to(torch.complex64)
     return from_complex_pairs(z * phasor).to(x.dtype)
+
+
+def relative_score(q: Tensor, k: Tensor, distances: PositionsLike, inv_freq: Tensor) -> Tensor:
+    """RoPE's score as a function of the distance m − n alone (02_complex_rotation, eq. ``relative``).
+
+    Computes Re Σ_j q_j · conj(k_j) · e^{i (m−n) θ_j}, where q_j and k_j are the
+    interleaved pairs read as complex numbers. By eq. ``relative`` this equals
+    the real dot product of ``apply_rotary_complex(q, m)`` and
+    ``apply_rotary_complex(k, n)`` for every m, n with m − n = distance, without
+    rotating anything. The sum runs in complex64 (complex128 when ``q``, ``k``
+    and ``inv_freq`` are all float64); the result has ``q``'s dtype.
+
+    Args:
+        q, k: ``(..., dim)`` in the interleaved layout, same dtype, leading axes broadcastable.
+        distances: integer distances m − n (may be negative), an int or ``(n,)`` (any shape).
+        inv_freq: ``(dim // 2,)``.
+
+    Returns:
+        Tensor ``broadcast(q.shape[:-1], k.shape[:-1]) + distances.shape``.
+    """
+    q = check_float_tensor(q, "q")
+    k = check_float_tensor(k, "k")
+    inv_freq = check_inv_freq(inv_freq)
+    if q.dtype != k.dtype:
+        raise TypeError(f"q and k must have the same dtype, got {q.dtype} and {k.dtype}")
+    for name, t in (("q", q), ("k", k)):
+        if t.ndim < 1 or t.shape[-1] != 2 * inv_freq.shape[0]:
+            raise ValueError(
+                f"{name} must have shape (..., dim) with dim = 2 * len(inv_freq) = {2 * inv_freq.shape[0]}, "
+                f"got {tuple(t.shape)}"
+            )
+    try:
+        lead = torch.broadcast_shapes(q.shape[:-1], k.shape[:-1])
+    except RuntimeError:
+        raise ValueError(f"q of shape {tuple(q.shape)} and k of shape {tuple(k.shape)} do not broadcast") from None
+    if isinstance(distances, bool):
+        raise TypeError("distances must be integers, got bool")
+    if isinstance(distances, Tensor):
+        dist = distances
+    elif isinstance(distances, (int, range, list, tuple)):
+        dist = torch.as_tensor(list(distances) if isinstance(distances, range) else distances, dtype=torch.int64)
+    else:
+        raise TypeError(f"distances must be an integer tensor, int or sequence of ints, got {type(distances).__name__}")
+    if dist.is_floating_point() or dist.is_complex() or dist.dtype == torch.bool:
+        raise TypeError(f"distances must have an integer dtype, got {dist.dtype}")
+    inv_freq = inv_freq.to(q.device)
+    wide = q.dtype == torch.float64 and inv_freq.dtype == torch.float64
+    a = dist.to(q.device).to(inv_freq.dtype).unsqueeze(-1) * inv_freq  # (*dist, dim//2)
+    phasor = torch.polar(torch.ones_like(a), a)
+    ctype = torch.complex128 if wide else torch.complex64
+    zq = as_complex_pairs(q.double() if wide else q.float())
+    zk = as_complex_pairs(k.double() if wide else k.float())
+    prod = (zq * zk.conj()).expand(*lead, -1)  # (*lead, dim//2)
+    prod = prod.reshape(*lead, *([1] * dist.ndim), -1)
+    score = (prod * phasor.to(ctype)).real.sum(-1)
+    return score.to(q.dtype)

@@ -29,3 +29,49 @@ def test_frequency_spectrum():
 def test_frequency_spectrum_without_context_line():
     fig = plot.frequency_spectrum(dim=16, bases=(1e4,), context_len=None)
     assert len(fig.axes[1].get_lines()) == 1
+
+
+# --- chapter 02 additions ---
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.figure import Figure  # noqa: E402
+
+from ropelab import plot  # noqa: E402
+
+
+def test_pair_rotation_panels_and_zoom():
+    fig = plot.pair_rotation(thetas=(1.0, 1e-4), positions=range(8))
+    assert isinstance(fig, Figure)
+    # two panels, and one zoom inset in the slow pair's panel only
+    assert len(fig.axes) == 2
+    main = fig.axes
+    assert len(main[0].child_axes) == 0 and len(main[1].child_axes) == 1
+    for ax in main:
+        assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+        assert ax.get_aspect() == 1.0
+        assert len(ax.lines) >= 1  # the circle
+    # one arrow annotation per position in each panel
+    assert sum(1 for t in main[0].texts if t.get_text() == "") == 8
+    assert fig._suptitle is not None
+
+
+def test_pair_rotation_fast_only_has_no_inset():
+    fig = plot.pair_rotation(thetas=(1.0,), positions=range(4), pair=(0.6, 0.8))
+    assert len(fig.axes) == 1 and not fig.axes[0].child_axes
+    labels = sorted(t.get_text() for t in fig.axes[0].texts if t.get_text())
+    assert labels == ["m=0", "m=1", "m=2", "m=3"]
+
+
+def test_pair_score_lines_and_labels():
+    fig = plot.pair_score(thetas=(1.0, 0.1), distances=range(-5, 6))
+    assert isinstance(fig, Figure)
+    (ax,) = fig.axes
+    assert len(ax.lines) == 4  # two score curves and the ±|q||k| bounds
+    assert ax.get_xlabel() and ax.get_ylabel()
+    assert ax.get_legend() is not None
+    assert len(ax.get_legend().get_texts()) == 3
+    x, y = ax.lines[0].get_data()
+    assert list(x) == list(range(-5, 6))
+    assert max(abs(v) for v in y) <= abs(complex(1.0, 0.5)) * abs(complex(0.8, -0.4)) + 1e-12
