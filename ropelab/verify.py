@@ -36,8 +36,11 @@ def max_abs_diff(lhs: Tensor | float, rhs: Tensor | float) -> float:
     return float((a - b).abs().max()) if a.numel() and b.numel() else 0.0
 
 
-def check_close(lhs: Tensor | float, rhs: Tensor | float, *, tol: float, label: str = "both sides") -> str:
-    """Assert max |lhs - rhs| <= tol and print (and return) ``"<label>: max |Δ| < <tol>"``.
+def check_close(lhs: Tensor | float, rhs: Tensor | float, *, tol: float, label: str = "both sides") -> None:
+    """Assert max |lhs - rhs| <= tol and print ``"<label>: max |Δ| < <tol>"``.
+
+    Returns None, so that a cell ending in a check shows the printed line once
+    and no ``Out[...]`` value.
 
     Args:
         lhs, rhs: the two sides, tensors of broadcastable shapes or numbers.
@@ -53,6 +56,4 @@ def check_close(lhs: Tensor | float, rhs: Tensor | float, *, tol: float, label: 
     diff = max_abs_diff(lhs, rhs)
     if not diff <= tol:  # also catches NaN
         raise AssertionError(f"{label}: max |Δ| = {diff:.3e} exceeds tol = {tol:.0e}")
-    line = f"{label}: max |Δ| < {tol:.0e}"
-    print(line)
-    return line
+    print(f"{label}: max |Δ| < {tol:.0e}")
