@@ -9,6 +9,9 @@ from hypothesis import strategies as st
 
 from ropelab import apply_rotary, apply_rotary_complex, cos_sin, inv_freq, rotation_matrix
 from ropelab.pairing import half_split_permutation
+from hypothesis import given, settings
+import ropelab
+from ropelab.matrix import STORAGE_FORMS, elementwise_flops, floats_per_position, matmul_flops
 
 F64 = torch.float64
 LAYOUTS = ["half_split", "interleaved"]
@@ -76,3 +79,76 @@ def test_permutation_conjugates_the_layouts(dim, m):
     p = torch.eye(dim, dtype=F64)[half_split_permutation(dim)]  # P x = to_half_split(x)
     torch.testing.assert_close(rotation_matrix(m, theta, layout="half_split"),
                                p @ rotation_matrix(m, theta) @ p.T, rtol=0, atol=0)
+
+
+# --- chapter 04 additions ---
+
+even_dims = st.integers(min_value=1, max_value=64).map(lambda h: 2 * h)
+
+
+def test_flop_counts_by_hand():
+    # d = 4: 4 outputs, each 4 products and 3 additions -> 28; elementwise 8 mults + 4 adds -> 12.
+    assert matmul_flops(4) == 28
+    assert elementwise_flops(4) == 12
+    assert matmul_flops(128) == 128 * 255
+    assert elementwise_flops(128) == 384
+
+
+@settings(max_examples=25, deadline=None)
+@given(dim=even_dims, position=st.integers(min_value=1, max_value=10_000))
+def test_flop_counts_match_the_structure_of_r(dim, position):
+    # Independent count: a product that visits k entries of a row does k multiplications
+    # and k - 1 additions. Dense visits all d entries of a row, sparse only the non-zeros.
+    r = ropelab.rotation_matrix(position, ropelab.inv_freq(dim, dtype=torch.float64))
+    per_row_nonzero = torch.count_nonzero(r, dim=1)
+    assert bool((per_row_nonzero == 2).all())
+    assert matmul_flops(dim) == int((2 * torch.full((dim,), dim) - 1).sum())
+    assert elementwise_flops(dim) == int((2 * per_row_nonzero - 1).sum())
+
+
+def test_rotation_matrix_at_position_zero_is_identity():
+    r = ropelab.rotation_matrix(0, ropelab.inv_freq(8, dtype=torch.float64))
+    assert torch.equal(r, torch.eye(8, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("dim", [2, 8, 64])
+def test_floats_per_position(dim):
+    theta = ropelab.inv_freq(dim)
+    assert floats_per_position(dim, "dense") == ropelab.rotation_matrix(3, theta).numel()
+    cos, sin = ropelab.cos_sin([3], theta)
+    assert floats_per_position(dim, "cos_sin") == cos.numel() + sin.numel()
+    assert floats_per_position(dim, "angles") == ropelab.angles([3], theta).numel()
+    assert floats_per_position(dim) == dim * dim
+    assert set(STORAGE_FORMS) == {"dense", "cos_sin", "angles"}
+
+
+@pytest.mark.parametrize("fn", [matmul_flops, elementwise_flops, floats_per_position])
+@pytest.mark.parametrize("bad, err", [(3, ValueError), (0, ValueError), (-4, ValueError), (4.0, TypeError), (True, TypeError)])
+def test_counts_refuse_bad_dim(fn, bad, err):
+    with pytest.raises(err, match="dim"):
+        fn(bad)
+
+
+def test_floats_per_position_refuses_unknown_form():
+    with pytest.raises(ValueError, match="form"):
+        floats_per_position(8, "sparse")
+
+
+@settings(max_examples=25, deadline=None)
+@given(dim=even_dims, position=st.integers(min_value=0, max_value=10_000))
+def test_half_split_r_is_the_conjugated_interleaved_r(dim, position):
+    # 04_rotation_matrix, eq. rmat-conjugate: R_half = P R_inter P^T with P x = x[perm].
+    theta = ropelab.inv_freq(dim, dtype=torch.float64)
+    p = torch.eye(dim, dtype=torch.float64)[half_split_permutation(dim)]
+    r_inter = ropelab.rotation_matrix(position, theta, layout="interleaved")
+    r_half = ropelab.rotation_matrix(position, theta, layout="half_split")
+    assert torch.equal(p @ r_inter @ p.T, r_half)
+
+
+@settings(max_examples=25, deadline=None)
+@given(dim=even_dims, m=st.integers(min_value=0, max_value=200), gap=st.integers(min_value=0, max_value=200))
+def test_relative_matrix_identity(dim, m, gap):
+    # 04_rotation_matrix, eq. rmat-relative: R_m^T R_n = R_{n-m} for n >= m (float64).
+    theta = ropelab.inv_freq(dim, dtype=torch.float64)
+    lhs = ropelab.rotation_matrix(m, theta).T @ ropelab.rotation_matrix(m + gap, theta)
+    torch.testing.assert_close(lhs, ropelab.rotation_matrix(gap, theta), atol=1e-12, rtol=0)

@@ -75,3 +75,31 @@ def test_pair_score_lines_and_labels():
     x, y = ax.lines[0].get_data()
     assert list(x) == list(range(-5, 6))
     assert max(abs(v) for v in y) <= abs(complex(1.0, 0.5)) * abs(complex(0.8, -0.4)) + 1e-12
+
+
+# --- chapter 04 additions ---
+
+
+def test_rotation_matrix_sparsity():
+    fig = plot.rotation_matrix_sparsity(dim=8, position=5)
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 3  # two layouts and a colour bar
+    for ax in fig.axes[:2]:
+        assert ax.get_xlabel() == "input channel"
+        assert ax.get_ylabel() == "output channel"
+        assert ax.get_title()
+        image = ax.get_images()[0].get_array()
+        assert int((~image.mask).sum()) == 2 * 8  # exactly 2d non-zeros shown
+    assert fig.axes[2].get_ylabel()
+    assert fig.get_suptitle()
+
+
+def test_rotation_cost():
+    fig = plot.rotation_cost(dims=(8, 16, 32))
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 2
+    assert [len(ax.get_lines()) for ax in fig.axes] == [2, 3]
+    for ax in fig.axes:
+        assert ax.get_xlabel() and ax.get_ylabel()
+        assert len(ax.get_legend().get_texts()) == len(ax.get_lines())
+    assert fig.get_suptitle()
