@@ -101,3 +101,128 @@ def test_unpermuted_checkpoint_gives_other_scores():
     meta = scores(x, wq, wk, 4, 4, "interleaved")
     wrong = scores(x, wq, wk, 4, 4, "half_split")
     assert float((wrong - meta).norm() / meta.norm()) > 0.1
+
+
+# --- chapter 03 additions ---
+# Claims of book/03_pairing.ipynb, checked beyond the notebook's single examples:
+# the layouts agree up to P, converted checkpoints give Meta's scores (also with
+# transformers' own rotate_half / apply_rotary_pos_emb), and skipping the
+# conversion changes the scores everywhere but on the diagonal.
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ropelab
+from ropelab.pairing import half_split_permutation
+
+
+def _transformers_permute(w, n_heads, dim1, dim2):
+    # transformers' convert_llama_weights_to_hf.py permute, verbatim
+    return w.view(n_heads, dim1 // n_heads // 2, 2, dim2).transpose(1, 2).reshape(dim1, dim2)
+
+
+@pytest.mark.parametrize("n_heads,head_dim,hidden", [(1, 2, 3), (4, 16, 64), (8, 128, 32)])
+def test_permute_qk_weight_matches_transformers_conversion(n_heads, head_dim, hidden):
+    w = torch.randn(n_heads * head_dim, hidden, generator=torch.Generator().manual_seed(1))
+    expected = _transformers_permute(w, n_heads, n_heads * head_dim, hidden)
+    assert torch.equal(ropelab.permute_qk_weight(w, n_heads), expected)
+
+
+def test_half_split_permutation_for_d8_by_hand():
+    assert half_split_permutation(8).tolist() == [0, 2, 4, 6, 1, 3, 5, 7]
+    assert half_split_permutation(8).argsort().tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
+
+
+@settings(max_examples=40, deadline=None)
+@given(half=st.integers(1, 32), seq=st.integers(1, 6), offset=st.integers(0, 5000), seed=st.integers(0, 2**16))
+def test_rope_commutes_with_the_layout_permutation(half, seq, offset, seed):
+    """to_half_split(RoPE_int(x)) == RoPE_hs(to_half_split(x))  (eq. pair-equivariance)."""
+    dim = 2 * half
+    x = torch.randn(2, seq, dim, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    pos = torch.arange(offset, offset + seq)
+    freqs = ropelab.inv_freq(dim, dtype=torch.float64)
+    ci, si = ropelab.cos_sin(pos, freqs, layout="interleaved", dtype=torch.float64)
+    ch, sh = ropelab.cos_sin(pos, freqs, layout="half_split", dtype=torch.float64)
+    lhs = ropelab.to_half_split(ropelab.apply_rotary(x, ci, si, layout="interleaved"))
+    rhs = ropelab.apply_rotary(ropelab.to_half_split(x), ch, sh, layout="half_split")
+    torch.testing.assert_close(lhs, rhs, rtol=0, atol=1e-12)
+
+
+def test_rotation_matrices_are_conjugate_by_p():
+    freqs = ropelab.inv_freq(12, dtype=torch.float64)
+    p = torch.eye(12, dtype=torch.float64)[half_split_permutation(12)]
+    for m in (0, 1, 7, 1000):
+        r_int = ropelab.rotation_matrix(m, freqs, layout="interleaved")
+        r_hs = ropelab.rotation_matrix(m, freqs, layout="half_split")
+        torch.testing.assert_close(p @ r_int @ p.T, r_hs, rtol=0, atol=1e-12)
+
+
+def _scores(x, wq, wk, n_q, n_kv, head_dim, rope):
+    q = (x @ wq.T).unflatten(-1, (n_q, head_dim)).transpose(0, 1)
+    k = (x @ wk.T).unflatten(-1, (n_kv, head_dim)).transpose(0, 1)
+    q, k = rope(q), rope(k)
+    k = k.repeat_interleave(n_q // n_kv, dim=0)  # grouped-query attention
+    return q @ k.transpose(-1, -2)
+
+
+def _meta_and_hf_setup(n_q=4, n_kv=2, head_dim=16, hidden=32, seq=9):
+    g = torch.Generator().manual_seed(3)
+    wq = torch.randn(n_q * head_dim, hidden, generator=g, dtype=torch.float64)
+    wk = torch.randn(n_kv * head_dim, hidden, generator=g, dtype=torch.float64)
+    x = torch.randn(seq, hidden, generator=g, dtype=torch.float64)
+    pos = torch.arange(seq)
+    freqs = ropelab.inv_freq(head_dim, dtype=torch.float64)
+    meta = lambda t: ropelab.apply_rotary_complex(t, pos, freqs)  # noqa: E731  Meta's Euler form
+    ref = _scores(x, wq, wk, n_q, n_kv, head_dim, meta)
+    return wq, wk, x, pos, freqs, ref
+
+
+def test_converted_gqa_checkpoint_gives_meta_scores():
+    n_q, n_kv, head_dim = 4, 2, 16
+    wq, wk, x, pos, freqs, ref = _meta_and_hf_setup(n_q, n_kv, head_dim)
+    cos, sin = ropelab.cos_sin(pos, freqs, dtype=torch.float64)
+    hs = lambda t: ropelab.apply_rotary(t, cos, sin)  # noqa: E731
+    got = _scores(x, ropelab.permute_qk_weight(wq, n_q), ropelab.permute_qk_weight(wk, n_kv), n_q, n_kv, head_dim, hs)
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-10)
+    # k permuted with the number of query heads instead: accepted, and wrong
+    bad = _scores(x, ropelab.permute_qk_weight(wq, n_q), ropelab.permute_qk_weight(wk, n_q), n_q, n_kv, head_dim, hs)
+    assert (bad - ref).abs().max() > 1e-3
+
+
+def test_converted_checkpoint_matches_transformers_rotary():
+    modeling = pytest.importorskip("transformers.models.llama.modeling_llama")
+    n_q, n_kv, head_dim = 4, 2, 16
+    wq, wk, x, pos, freqs, ref = _meta_and_hf_setup(n_q, n_kv, head_dim)
+    emb = torch.cat((pos[:, None] * freqs, pos[:, None] * freqs), dim=-1)  # transformers' LlamaRotaryEmbedding
+    cos, sin = emb.cos()[None], emb.sin()[None]
+
+    def hf(t):
+        out, _ = modeling.apply_rotary_pos_emb(t[None], t[None], cos, sin)
+        return out[0]
+
+    got = _scores(x, ropelab.permute_qk_weight(wq, n_q), ropelab.permute_qk_weight(wk, n_kv), n_q, n_kv, head_dim, hf)
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-10)
+    v = torch.randn(3, 8, dtype=torch.float64)
+    assert torch.equal(modeling.rotate_half(v), ropelab.rotate_half(v))
+
+
+def test_unconverted_checkpoint_differs_off_the_diagonal_only():
+    n_q, n_kv, head_dim = 4, 2, 16
+    wq, wk, x, pos, freqs, ref = _meta_and_hf_setup(n_q, n_kv, head_dim)
+    cos, sin = ropelab.cos_sin(pos, freqs, dtype=torch.float64)
+    wrong = _scores(x, wq, wk, n_q, n_kv, head_dim, lambda t: ropelab.apply_rotary(t, cos, sin))
+    delta = wrong - ref
+    torch.testing.assert_close(delta.diagonal(dim1=-2, dim2=-1), torch.zeros(n_q, x.shape[0], dtype=torch.float64), rtol=0, atol=1e-10)
+    off = delta.masked_select(~torch.eye(x.shape[0], dtype=torch.bool))
+    assert off.abs().max() > 0.1 * ref.abs().max()
+
+
+def test_rotate_half_and_interleaved_twin_written_out():
+    from ropelab.rotary import rotate_interleaved
+
+    v = torch.arange(8.0)
+    assert rotate_interleaved(v).tolist() == [-1, 0, -3, 2, -5, 4, -7, 6]
+    assert ropelab.rotate_half(v).tolist() == [-4, -5, -6, -7, 0, 1, 2, 3]
+    # rotate_half is rotate_interleaved seen through P
+    assert torch.equal(ropelab.to_half_split(rotate_interleaved(v)), ropelab.rotate_half(ropelab.to_half_split(v)))
