@@ -194,8 +194,9 @@ def relative_score(
     real = torch.float64 if h.dtype == torch.complex128 else torch.float32
     theta = inv_freq(q.shape[-1], base, dtype=real).to(h.device)
     phase = torch.polar(torch.ones((), dtype=real, device=h.device), delta.to(real).unsqueeze(-1) * theta)  # (*D, d/2)
-    h = h.reshape(h.shape[:-1] + (1,) * delta.ndim + h.shape[-1:])
-    return (h * phase).sum(-1).real
+    # Σ_j h_j e^{iδθ_j} for every δ at once as one product (..., d/2) @ (d/2, |D|): no (..., *D, d/2) temporary
+    out = h @ phase.reshape(-1, h.shape[-1]).transpose(0, 1)
+    return out.real.reshape(h.shape[:-1] + delta.shape)
 
 
 def partial_phasor_sums(distances: DistancesLike, dim: int, base: float = 10000.0) -> Tensor:
