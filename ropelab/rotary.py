@@ -85,20 +85,23 @@ def rotate_interleaved(x: Tensor) -> Tensor:
     return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
 
 
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """True when ``shape`` broadcasts to exactly ``target`` (cheaper than torch.broadcast_shapes)."""
+    if len(shape) > len(target):
+        return False
+    return all(s == t or s == 1 for s, t in zip(reversed(shape), reversed(target)))
+
+
 def _check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
-    target = x.shape[:-1] + (rotary_dim,)
+    target = tuple(x.shape[:-1]) + (rotary_dim,)
     for name, t in (("cos", cos), ("sin", sin)):
         check_float_tensor(t, name)
-        if t.ndim < 2 or t.shape[-2:] != (x.shape[-2], rotary_dim):
+        if t.ndim < 2 or t.shape[-2] != x.shape[-2] or t.shape[-1] != rotary_dim:
             raise ValueError(
                 f"{name} must have shape (..., seq, rotary_dim) = (..., {x.shape[-2]}, {rotary_dim}) "
                 f"to match x of shape {tuple(x.shape)}, got {tuple(t.shape)}"
             )
-        try:
-            ok = torch.broadcast_shapes(t.shape, target) == target
-        except RuntimeError:
-            ok = False
-        if not ok:
+        if not _broadcasts_to(tuple(t.shape), target):
             raise ValueError(
                 f"{name} of shape {tuple(t.shape)} does not broadcast to x of shape {tuple(x.shape)}; "
                 "for per-row positions (batch, seq) with x (batch, heads, seq, dim), pass cos[:, None]"
