@@ -107,7 +107,7 @@ def pair_rotation(
     """
     import torch
 
-    from .frequencies import angles
+    from .complex import apply_rotary_complex
 
     thetas = [float(t) for t in thetas]
     pos = list(positions)
@@ -122,8 +122,9 @@ def pair_rotation(
     colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, len(pos)))
     circle_t = np.linspace(0.0, 2.0 * np.pi, 361)
     for ax, theta, name in zip(axes[0], thetas, names):
-        a = angles(pos, torch.tensor([theta], dtype=torch.float64))[:, 0]
-        zs = torch.polar(torch.ones_like(a), a).numpy() * z0  # z·e^{imθ}
+        x = torch.tensor([pair], dtype=torch.float64).expand(len(pos), 2)
+        rotated = apply_rotary_complex(x, pos, torch.tensor([theta], dtype=torch.float64))  # z·e^{imθ}, (len(pos), 2)
+        zs = torch.view_as_complex(rotated.contiguous()).numpy()
         ax.plot(radius * np.cos(circle_t), radius * np.sin(circle_t), color="0.75", lw=1.0)
         for z, c in zip(zs, colors):
             ax.annotate("", xy=(z.real, z.imag), xytext=(0.0, 0.0),
