@@ -81,6 +81,9 @@ from collections.abc import Sequence  # noqa: E402  (kept in this chapter's sect
 
 import numpy as np  # noqa: E402
 
+__all__ += ["pair_rotation", "pair_score"]
+
+
 def pair_rotation(
     thetas: Sequence[float] = (1.0, 10000.0 ** (-126 / 128)),
     positions: Sequence[int] = range(8),
@@ -104,7 +107,7 @@ def pair_rotation(
     """
     import torch
 
-    from .frequencies import angles
+    from .complex import apply_rotary_complex
 
     thetas = [float(t) for t in thetas]
     pos = list(positions)
@@ -119,10 +122,11 @@ def pair_rotation(
     colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, len(pos)))
     circle_t = np.linspace(0.0, 2.0 * np.pi, 361)
     for ax, theta, name in zip(axes[0], thetas, names):
-        a = angles(pos, torch.tensor([theta], dtype=torch.float64))[:, 0]
-        zs = torch.polar(torch.ones_like(a), a).numpy() * z0  # z·e^{imθ}
+        x = torch.tensor([pair], dtype=torch.float64).expand(len(pos), 2)
+        rotated = apply_rotary_complex(x, pos, torch.tensor([theta], dtype=torch.float64))  # z·e^{imθ}, (len(pos), 2)
+        zs = torch.view_as_complex(rotated.contiguous()).numpy()
         ax.plot(radius * np.cos(circle_t), radius * np.sin(circle_t), color="0.75", lw=1.0)
-        for m, z, c in zip(pos, zs, colors):
+        for z, c in zip(zs, colors):
             ax.annotate("", xy=(z.real, z.imag), xytext=(0.0, 0.0),
                         arrowprops=dict(arrowstyle="-|>", color=c, lw=1.4, shrinkA=0, shrinkB=0))
         sweep = abs(theta) * (max(pos) - min(pos)) if pos else 0.0
@@ -217,10 +221,8 @@ def pairing_diagram(dim: int = 8) -> Figure:
 
     from .pairing import half_split_permutation
 
-    perm = half_split_permutation(dim).tolist()
-    dest = [0] * dim
-    for p, k in enumerate(perm):
-        dest[k] = p
+    perm_t = half_split_permutation(dim)
+    perm, dest = perm_t.tolist(), perm_t.argsort().tolist()  # dest[k] = P(k), where channel k lands
     half = dim // 2
     cmap = plt.get_cmap("tab10" if half <= 10 else "viridis")
     colours = [cmap(i if half <= 10 else i / max(half - 1, 1)) for i in range(half)]
