@@ -133,11 +133,15 @@ def cos_error(
 
     θ_j is computed in float64 and cast to ``angle_dtype``, the positions are
     cast to ``angle_dtype`` and the product is taken there (:func:`angles_in`).
-    With ``cos_dtype=torch.float64`` (the default) the cosine of that angle
-    is taken in float64, so the result is the angle's representation error
-    seen through cos; with ``cos_dtype=angle_dtype`` the cosine is taken in
-    the narrow dtype too, as a model would. The reference is cos(m·θ_j) with
-    everything in float64, so ``angle_dtype=torch.float64`` gives 0.
+    The cosine of that angle is taken in float64 and rounded to
+    ``cos_dtype``. With ``cos_dtype=torch.float64`` (the default) the result
+    is the angle's representation error seen through cos; with
+    ``cos_dtype=angle_dtype`` the cosine is rounded to the narrow dtype too,
+    as a model's would be. That models a correctly rounded cosine in
+    ``cos_dtype``, so the numbers do not depend on the machine's cos
+    implementation (a real one may be an ulp further off). The reference is
+    cos(m·θ_j) with everything in float64, so ``angle_dtype=torch.float64``
+    gives 0.
 
     A float16 position above 65,504 overflows to inf and its cos is NaN: the
     result is NaN there.
@@ -157,22 +161,21 @@ def cos_error(
     significand_bits(cos_dtype)
     theta, reference = _reference(positions, dim, base)
     a = angles_in(positions, theta, angle_dtype)
-    c = a.to(cos_dtype).cos()
+    c = a.to(F64).cos().to(cos_dtype)
     return (c.to(F64) - reference.cos()).abs().amax(-1)
 
 
 def cos_error_bound(
     positions: Tensor, dim: int, base: float, angle_dtype: torch.dtype, *, cos_dtype: torch.dtype = F64
 ) -> Tensor:
-    """The bound on :func:`cos_error`: min(2, γ₃·m·max_j θ_j) + 2u_cos (08_numerics, eq. ``num-cosbound``).
+    """The bound on :func:`cos_error`: min(2, γ₃·m·max_j θ_j) + u_cos (08_numerics, eq. ``num-cosbound``).
 
     γ₃ = (1 + u)^3 − 1 for u = 2^-p of ``angle_dtype`` covers the three
     roundings of fl(fl(m)·fl(θ_j)) (eq. ``num-anglebound``); cos is
     1-Lipschitz, so it passes the angle error on unchanged at worst, and a
-    difference of two cosines never exceeds 2. When cos is taken in
-    ``cos_dtype`` it adds one rounding, u_cos, and a library cos may err by
-    about as much again: 2u_cos. For ``cos_dtype=torch.float64`` that term is
-    2^-52, negligible. max_j θ_j = θ_0 = 1.
+    difference of two cosines never exceeds 2. Rounding the cosine to
+    ``cos_dtype`` adds u_cos (|cos| ≤ 1), and 2^-52 covers the float64
+    cosines' own errors. max_j θ_j = θ_0 = 1.
 
     Positions that overflow ``angle_dtype`` (float16 above 65,504) get NaN: no
     bound holds for an infinite angle.
@@ -186,7 +189,7 @@ def cos_error_bound(
     gamma3 = 3 * u + 3 * u * u + u**3  # (1 + u)^3 - 1, written so that it does not round to 0 for u = 2^-53
     theta_max = float(_inv_freq(dim, base, dtype=F64).max())
     m = positions.to(F64)
-    bound = (gamma3 * m * theta_max).clamp(max=2.0) + 2.0 * unit_roundoff(cos_dtype)
+    bound = (gamma3 * m * theta_max).clamp(max=2.0) + unit_roundoff(cos_dtype) + 2.0**-52
     overflow = torch.isinf(positions.to(angle_dtype).to(F64))
     return bound.masked_fill(overflow, math.nan)
 

@@ -408,8 +408,8 @@ def angle_precision(
         dim: head dimension d (all d/2 pairs are measured).
         bases: frequency bases, one panel each.
         n_positions, max_position: the position grid (see :func:`ropelab.numerics.log_positions`).
-        cos_in_angle_dtype: take cos in the angle's dtype too (as a model
-            would) instead of in float64.
+        cos_in_angle_dtype: round cos to the angle's dtype too (as a model's
+            would be) instead of keeping it in float64.
     """
     import torch
 
