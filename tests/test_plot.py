@@ -142,6 +142,28 @@ def test_score_comparison():
         plot.score_comparison(a, a[:3])
 
 
+# --- chapter 08 additions ---
+
+
+def test_angle_precision():
+    fig = plot.angle_precision(dim=16, bases=(1e4, 5e5), n_positions=30)
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 2  # one panel per base
+    for ax in fig.axes:
+        # measured float32, float16, bfloat16; bounds for the four dtypes; the float16 limit
+        assert len(ax.get_lines()) == 8
+        assert ax.get_xlabel() == "position m (tokens)" and ax.get_title()
+        assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert fig.axes[0].get_ylabel()
+    assert len(fig.axes[-1].get_legend().get_texts()) == 8
+    assert fig.get_suptitle()
+    # the float16 line stops at its overflow: NaN beyond 65,504
+    f16 = next(line for line in fig.axes[0].get_lines() if line.get_label() == "float16, measured")
+    x, y = f16.get_data()
+    assert all(v != v for v, p in zip(y, x) if p > 65504) and all(v == v for v, p in zip(y, x) if p < 65504)
+    fig2 = plot.angle_precision(dim=16, bases=(1e4,), n_positions=10, cos_in_angle_dtype=True)
+    assert len(fig2.axes) == 1 and "angle's dtype" in fig2.get_suptitle()
+
 # --- chapter 05 additions ---
 
 
