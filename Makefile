@@ -67,8 +67,9 @@ book: html
 test: html
 	$(BIN)/python -m pytest tests book $(PYTEST_ARGS)
 
+# Jupyter refuses to run as root unless told to (containers, CI images).
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=book
+	$(BIN)/jupyter lab --notebook-dir=book $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # clean: what a build or a test run made. distclean: also the environment.
 clean:

@@ -89,7 +89,10 @@ def _pages() -> list[str]:
 
 
 def _chromium() -> str | None:
-    for candidate in (os.environ.get("ROPELAB_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")):
+    """$ROPELAB_CHROMIUM if set (and nothing else then), else Debian's /usr/bin/chromium or one on PATH."""
+    chosen = os.environ.get("ROPELAB_CHROMIUM")
+    candidates = [chosen] if chosen else ["/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")]
+    for candidate in candidates:
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None
