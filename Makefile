@@ -7,11 +7,14 @@
 # TORCH picks the torch build, installed before everything else so the resolver
 # never pulls one on its own. The default is a pinned release; on a GPU machine,
 # `make test TORCH=torch` installs the newest CUDA build from PyPI instead.
-# Changing TORCH reinstalls torch on the next make.
+# TORCH_INDEX, if set, is the index torch comes from, e.g.
+# https://download.pytorch.org/whl/cpu (CPU-only, as CI uses) or .../whl/cu128.
+# Changing TORCH or TORCH_INDEX reinstalls torch on the next make.
 
 PYTHON ?= python3
 VENV = .venv
 TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 PYTEST_ARGS ?=
 
 BIN = $(VENV)/bin
@@ -25,11 +28,12 @@ HTML = _build/html
 
 install: $(STAMP)
 
-# Rewritten only when TORCH differs from the last request, so a new TORCH=
-# makes $(STAMP) out of date and a repeated one does not.
+# Rewritten only when the torch request differs from the last one, so a new
+# TORCH= makes $(STAMP) out of date and a repeated one does not.
+TORCH_SPEC = $(strip $(TORCH) $(TORCH_INDEX))
 $(TORCH_WANTED): FORCE
 	@mkdir -p $(VENV)
-	@if [ "$$(cat $@ 2>/dev/null)" != '$(TORCH)' ]; then printf '%s\n' '$(TORCH)' > $@; fi
+	@if [ "$$(cat $@ 2>/dev/null)" != '$(TORCH_SPEC)' ]; then printf '%s\n' '$(TORCH_SPEC)' > $@; fi
 
 # The environment: a venv, torch first, then requirements.txt (which installs
 # ropelab itself in editable mode), then MathJax copied out of its wheel into
@@ -38,12 +42,12 @@ $(TORCH_WANTED): FORCE
 $(STAMP): requirements.txt pyproject.toml $(TORCH_WANTED)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
-	@if [ -f $(TORCH_INSTALLED) ] && [ "$$(cat $(TORCH_INSTALLED))" != '$(TORCH)' ]; then \
-		echo "TORCH changed from '$$(cat $(TORCH_INSTALLED))' to '$(TORCH)': reinstalling torch"; \
+	@if [ -f $(TORCH_INSTALLED) ] && [ "$$(cat $(TORCH_INSTALLED))" != '$(TORCH_SPEC)' ]; then \
+		echo "torch request changed from '$$(cat $(TORCH_INSTALLED))' to '$(TORCH_SPEC)': reinstalling torch"; \
 		$(BIN)/python -m pip uninstall -y torch; \
 	fi
-	$(BIN)/python -m pip install "$(TORCH)"
-	printf '%s\n' '$(TORCH)' > $(TORCH_INSTALLED)
+	$(BIN)/python -m pip install "$(TORCH)" $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)")
+	printf '%s\n' '$(TORCH_SPEC)' > $(TORCH_INSTALLED)
 	$(BIN)/python -m pip install -r requirements.txt
 	rm -rf $(MATHJAX)
 	mkdir -p $(dir $(MATHJAX))
