@@ -1,0 +1,86 @@
+# ropelab: the book and its tests.
+#
+#   make book   install into .venv if needed, build the HTML book into _build/html
+#   make test   install if needed, build the book, run every test in one pytest call
+#   make lab    open JupyterLab on book/
+#
+# TORCH picks the torch build, installed before everything else so the resolver
+# never pulls one on its own. The default is a pinned release; on a GPU machine,
+# `make test TORCH=torch` installs the newest CUDA build from PyPI instead.
+# TORCH_INDEX, if set, is the index torch comes from, e.g.
+# https://download.pytorch.org/whl/cpu (CPU-only, as CI uses) or .../whl/cu128.
+# Changing TORCH or TORCH_INDEX reinstalls torch on the next make.
+
+PYTHON ?= python3
+VENV = .venv
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+PYTEST_ARGS ?=
+
+BIN = $(VENV)/bin
+STAMP = $(VENV)/.installed
+TORCH_WANTED = $(VENV)/.torch-wanted
+TORCH_INSTALLED = $(VENV)/.torch-installed
+MATHJAX = book/_static/mathjax
+HTML = _build/html
+
+.PHONY: install book html test lab clean distclean FORCE
+
+install: $(STAMP)
+
+# Rewritten only when the torch request differs from the last one, so a new
+# TORCH= makes $(STAMP) out of date and a repeated one does not.
+TORCH_SPEC = $(strip $(TORCH) $(TORCH_INDEX))
+$(TORCH_WANTED): FORCE
+	@mkdir -p $(VENV)
+	@if [ "$$(cat $@ 2>/dev/null)" != '$(TORCH_SPEC)' ]; then printf '%s\n' '$(TORCH_SPEC)' > $@; fi
+
+# The environment: a venv, torch first, then requirements.txt (which installs
+# ropelab itself in editable mode), then MathJax copied out of its wheel into
+# the book's static files, so the HTML typesets math without any CDN.
+# book/_static/mathjax is ignored by git: it is a build input, not a source.
+$(STAMP): requirements.txt pyproject.toml $(TORCH_WANTED)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+	@if [ -f $(TORCH_INSTALLED) ] && [ "$$(cat $(TORCH_INSTALLED))" != '$(TORCH_SPEC)' ]; then \
+		echo "torch request changed from '$$(cat $(TORCH_INSTALLED))' to '$(TORCH_SPEC)': reinstalling torch"; \
+		$(BIN)/python -m pip uninstall -y torch; \
+	fi
+	$(BIN)/python -m pip install "$(TORCH)" $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)")
+	printf '%s\n' '$(TORCH_SPEC)' > $(TORCH_INSTALLED)
+	$(BIN)/python -m pip install -r requirements.txt
+	rm -rf $(MATHJAX)
+	mkdir -p $(dir $(MATHJAX))
+	cp -R "$$($(BIN)/python -c 'import mathjax, pathlib; print(pathlib.Path(mathjax.__file__).parent / "static/mathjax/es5")')" $(MATHJAX)
+	test -f $(MATHJAX)/tex-chtml.js
+	touch $@
+
+# -W: warnings are errors; -n: every cross-reference must resolve;
+# --keep-going: report all of them, not just the first. No network is needed:
+# notebooks are not executed here (see _config.yml) and MathJax is local.
+html: $(STAMP)
+	$(BIN)/jupyter-book build . -W -n --keep-going
+
+book: html
+	@echo "The book: $(CURDIR)/$(HTML)/index.html"
+
+# One pytest call: unit and property tests (tests/), every notebook in strict
+# nbval (book/), and the render check of the built HTML in headless Chromium
+# (tests/test_render.py, which needs the build, hence `html` first).
+# pytest exits non-zero when a test fails and also when none was collected (5).
+test: html
+	$(BIN)/python -m pytest tests book $(PYTEST_ARGS)
+
+# Jupyter refuses to run as root unless told to (containers, CI images).
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=book $(if $(filter 0,$(shell id -u)),--allow-root)
+
+# clean: what a build or a test run made. distclean: also the environment.
+clean:
+	rm -rf _build .pytest_cache .hypothesis
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) $(MATHJAX) *.egg-info
+
+FORCE:
