@@ -4,6 +4,7 @@ The library behind *The RoPE Book*: each module backs one chapter.
 Shapes follow one convention: ``x`` is ``(..., seq, dim)``.
 """
 
+from .attention import decay_bound
 from .cache import RotaryEmbedding
 from .complex import apply_rotary_complex
 from .device import default_device
@@ -21,6 +22,7 @@ __all__ = [
     "apply_rotary",
     "apply_rotary_complex",
     "cos_sin",
+    "decay_bound",
     "default_device",
     "inv_freq",
     "permute_qk_weight",

@@ -69,29 +69,36 @@ def check_inv_freq(inv_freq: object) -> Tensor:
     return inv_freq
 
 
-def as_positions(positions: PositionsLike, device: torch.device | None = None) -> Tensor:
+def as_positions(
+    positions: PositionsLike,
+    device: torch.device | None = None,
+    *,
+    name: str = "positions",
+    nonnegative: bool = True,
+) -> Tensor:
     """Return integer ``positions`` as an int64 tensor.
 
     Accepts an integer tensor, an int, a range or a sequence of ints. Float
     positions are refused rather than silently truncated: a position is a
     token index, and fractional positions (as in Position Interpolation) are
-    expressed by scaling ``inv_freq`` instead.
+    expressed by scaling ``inv_freq`` instead. ``name`` is used in error
+    messages; ``nonnegative=False`` admits negative values (distances m − n).
     """
     if isinstance(positions, Tensor):
         t = positions
     elif isinstance(positions, bool):
-        raise TypeError("positions must be integers, got bool")
+        raise TypeError(f"{name} must be integers, got bool")
     elif isinstance(positions, (int, range, list, tuple)):
         t = torch.as_tensor(list(positions) if isinstance(positions, range) else positions)
     else:
-        raise TypeError(f"positions must be an integer tensor, int or sequence of ints, got {type(positions).__name__}")
+        raise TypeError(f"{name} must be an integer tensor, int or sequence of ints, got {type(positions).__name__}")
     if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
         raise TypeError(
-            f"positions must have an integer dtype (token indices), got {t.dtype}; "
-            "convert explicitly with positions.long() if the values are whole numbers"
+            f"{name} must have an integer dtype (token indices), got {t.dtype}; "
+            f"convert explicitly with {name}.long() if the values are whole numbers"
         )
-    if t.numel() and bool((t < 0).any()):
-        raise ValueError(f"positions must be >= 0, got a minimum of {int(t.min())}")
+    if nonnegative and t.numel() and bool((t < 0).any()):
+        raise ValueError(f"{name} must be >= 0, got a minimum of {int(t.min())}")
     t = t.long()
     return t if device is None else t.to(device)
 

@@ -14,6 +14,9 @@ half a float32 ulp of m·θ_j into every angle: about 4e-3 rad at position
 per forward call. ``module.to(torch.bfloat16)`` moves the module but keeps
 its tables in float32: a cast of the tables would throw that precision away.
 
+Two pure helpers go with it: :func:`table_bytes` (the memory the tables
+take) and :func:`positions_from_mask` (per-row position ids for a padded batch).
+
 With a ``scaling`` dict (chapter 07) θ comes from
 :func:`ropelab.scaled_inv_freq` and the tables are multiplied by its
 attention scaling. ``dynamic`` recomputes θ when a sequence longer than any
@@ -34,7 +37,58 @@ from ._checks import PositionsLike, as_positions, check_base, check_dim, check_l
 from .rotary import apply_rotary, cos_sin
 from .scaling import normalize_scaling, scaled_inv_freq
 
-__all__ = ["RotaryEmbedding"]
+__all__ = ["RotaryEmbedding", "positions_from_mask", "table_bytes"]
+
+
+def table_bytes(dim: int, n_positions: int, dtype: torch.dtype = torch.float32, *, n_tables: int = 2) -> int:
+    """Bytes of a cos/sin cache: ``n_tables · n_positions · dim · itemsize`` (05_cache_and_decoding, eq. ``cache-bytes``).
+
+    The classic cache holds two tables (cos and sin), each ``(n_positions, dim)``
+    with the angles duplicated across the two halves (eq. ``cache-cat``).
+    For d = 128 and 32,768 positions in float32 that is 32 MiB.
+
+    Args:
+        dim: channels per row (the head dim, or ``rotary_dim``).
+        n_positions: rows per table.
+        dtype: element type of the tables.
+        n_tables: 2 for cos and sin; 1 for one table (e.g. Meta's complex ``freqs_cis``
+            of ``dim // 2`` complex64 entries is ``table_bytes(dim // 2, n, torch.complex64, n_tables=1)``).
+
+    Returns:
+        the size in bytes, an exact int.
+    """
+    dim = check_dim(dim)
+    for name, value in (("n_positions", n_positions), ("n_tables", n_tables)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__} {dtype!r}")
+    return n_tables * n_positions * dim * dtype.itemsize
+
+
+def positions_from_mask(attention_mask: Tensor) -> Tensor:
+    """Per-row position ids from a padding mask: ``cumsum(mask) - 1``, 0 on padding (05_cache_and_decoding, eq. ``cache-posids``).
+
+    As transformers' ``generate`` builds them: every row's real tokens get
+    0, 1, 2, ... whatever padding precedes them, and padded slots get 0 (for
+    left padding this is ``(cumsum(mask) - 1).clamp(min=0)``).
+
+    Args:
+        attention_mask: ``(..., seq)`` of 0 (padding) and 1 (token), integer or bool.
+
+    Returns:
+        int64 ``(..., seq)`` on the mask's device.
+    """
+    if not isinstance(attention_mask, Tensor):
+        raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
+    if attention_mask.is_floating_point() or attention_mask.is_complex():
+        raise TypeError(f"attention_mask must have an integer or bool dtype, got {attention_mask.dtype}")
+    if attention_mask.ndim < 1:
+        raise ValueError(f"attention_mask must have shape (..., seq), got shape {tuple(attention_mask.shape)}")
+    mask = attention_mask.long()
+    if mask.numel() and bool(((mask != 0) & (mask != 1)).any()):
+        raise ValueError(f"attention_mask must hold only 0 and 1, got values {sorted(set(mask.unique().tolist()))}")
+    return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
 
 
 class RotaryEmbedding(nn.Module):

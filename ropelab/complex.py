@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._checks import PositionsLike, check_float_tensor, check_inv_freq, check_x
+from ._checks import PositionsLike, as_positions, check_float_tensor, check_inv_freq, check_x
 from .frequencies import angles
 
 __all__ = ["apply_rotary_complex", "as_complex_pairs", "from_complex_pairs", "relative_score"]
@@ -66,7 +66,7 @@ def apply_rotary_complex(x: Tensor, positions: PositionsLike, inv_freq: Tensor) 
 
 
 def relative_score(q: Tensor, k: Tensor, distances: PositionsLike, inv_freq: Tensor) -> Tensor:
-    """RoPE's score as a function of the distance m − n alone (02_complex_rotation, eq. ``relative``).
+    """RoPE's score of a head as a function of the distance m − n alone (02_complex_rotation, eqs. ``relative``, ``cplx-head``).
 
     Computes Re Σ_j q_j · conj(k_j) · e^{i (m−n) θ_j}, where q_j and k_j are the
     interleaved pairs read as complex numbers. By eq. ``relative`` this equals
@@ -98,19 +98,11 @@ def relative_score(q: Tensor, k: Tensor, distances: PositionsLike, inv_freq: Ten
         lead = torch.broadcast_shapes(q.shape[:-1], k.shape[:-1])
     except RuntimeError:
         raise ValueError(f"q of shape {tuple(q.shape)} and k of shape {tuple(k.shape)} do not broadcast") from None
-    if isinstance(distances, bool):
-        raise TypeError("distances must be integers, got bool")
-    if isinstance(distances, Tensor):
-        dist = distances
-    elif isinstance(distances, (int, range, list, tuple)):
-        dist = torch.as_tensor(list(distances) if isinstance(distances, range) else distances, dtype=torch.int64)
-    else:
-        raise TypeError(f"distances must be an integer tensor, int or sequence of ints, got {type(distances).__name__}")
-    if dist.is_floating_point() or dist.is_complex() or dist.dtype == torch.bool:
-        raise TypeError(f"distances must have an integer dtype, got {dist.dtype}")
+    dist = as_positions(distances, q.device, name="distances", nonnegative=False)
     inv_freq = inv_freq.to(q.device)
     wide = q.dtype == torch.float64 and inv_freq.dtype == torch.float64
-    a = dist.to(q.device).to(inv_freq.dtype).unsqueeze(-1) * inv_freq  # (*dist, dim//2)
+    # (m − n)·θ_j: ropelab.angles would refuse a negative distance
+    a = dist.to(inv_freq.dtype).unsqueeze(-1) * inv_freq  # (*dist, dim//2)
     phasor = torch.polar(torch.ones_like(a), a)
     ctype = torch.complex128 if wide else torch.complex64
     zq = as_complex_pairs(q.double() if wide else q.float())

@@ -81,6 +81,9 @@ from collections.abc import Sequence  # noqa: E402  (kept in this chapter's sect
 
 import numpy as np  # noqa: E402
 
+__all__ += ["pair_rotation", "pair_score"]
+
+
 def pair_rotation(
     thetas: Sequence[float] = (1.0, 10000.0 ** (-126 / 128)),
     positions: Sequence[int] = range(8),
@@ -104,7 +107,7 @@ def pair_rotation(
     """
     import torch
 
-    from .frequencies import angles
+    from .complex import apply_rotary_complex
 
     thetas = [float(t) for t in thetas]
     pos = list(positions)
@@ -119,10 +122,11 @@ def pair_rotation(
     colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, len(pos)))
     circle_t = np.linspace(0.0, 2.0 * np.pi, 361)
     for ax, theta, name in zip(axes[0], thetas, names):
-        a = angles(pos, torch.tensor([theta], dtype=torch.float64))[:, 0]
-        zs = torch.polar(torch.ones_like(a), a).numpy() * z0  # z·e^{imθ}
+        x = torch.tensor([pair], dtype=torch.float64).expand(len(pos), 2)
+        rotated = apply_rotary_complex(x, pos, torch.tensor([theta], dtype=torch.float64))  # z·e^{imθ}, (len(pos), 2)
+        zs = torch.view_as_complex(rotated.contiguous()).numpy()
         ax.plot(radius * np.cos(circle_t), radius * np.sin(circle_t), color="0.75", lw=1.0)
-        for m, z, c in zip(pos, zs, colors):
+        for z, c in zip(zs, colors):
             ax.annotate("", xy=(z.real, z.imag), xytext=(0.0, 0.0),
                         arrowprops=dict(arrowstyle="-|>", color=c, lw=1.4, shrinkA=0, shrinkB=0))
         sweep = abs(theta) * (max(pos) - min(pos)) if pos else 0.0
@@ -217,10 +221,8 @@ def pairing_diagram(dim: int = 8) -> Figure:
 
     from .pairing import half_split_permutation
 
-    perm = half_split_permutation(dim).tolist()
-    dest = [0] * dim
-    for p, k in enumerate(perm):
-        dest[k] = p
+    perm_t = half_split_permutation(dim)
+    perm, dest = perm_t.tolist(), perm_t.argsort().tolist()  # dest[k] = P(k), where channel k lands
     half = dim // 2
     cmap = plt.get_cmap("tab10" if half <= 10 else "viridis")
     colours = [cmap(i if half <= 10 else i / max(half - 1, 1)) for i in range(half)]
@@ -376,8 +378,158 @@ def rotation_cost(dims: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)) 
 
 # --- 05_cache_and_decoding ----------------------------------------------
 
+__all__ += ["cos_table", "decode_scores"]
+
+
+def cos_table(
+    dim: int = 64,
+    n_positions: int = 128,
+    base: float = 10000.0,
+    layouts: tuple[str, ...] = ("half_split", "interleaved"),
+) -> Figure:
+    """The cached cos table cos(m·θ) as a heatmap, positions × channels, one panel per layout.
+
+    Half-split (eq. ``cache-cat``) shows the same d/2 columns twice, side by
+    side; interleaved shows every column twice in a row. A dashed line marks
+    channel d/2 in the half-split panel.
+    """
+    import torch
+
+    from .frequencies import inv_freq
+    from .rotary import cos_sin
+
+    theta = inv_freq(dim, base, dtype=torch.float64)
+    fig, axes = _new_figure(1, len(layouts), width=3.6 * len(layouts) + 1.0, height=4.2, squeeze=False)
+    image = None
+    for ax, layout in zip(axes[0], layouts):
+        cos, _ = cos_sin(torch.arange(n_positions), theta, layout=layout, dtype=torch.float64)
+        image = ax.imshow(cos.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1.0, vmax=1.0,
+                          interpolation="nearest", origin="upper")
+        if layout == "half_split":
+            ax.axvline(dim / 2 - 0.5, color="black", linestyle="--", linewidth=1.0)
+            ax.set_title(f"half-split: cat(a, a), halves split at channel {dim // 2}", fontsize=9)
+        else:
+            ax.set_title("interleaved: repeat_interleave(a, 2)", fontsize=9)
+        ax.set_xlabel("channel i")
+        ax.set_ylabel("position m (tokens)")
+    cbar = fig.colorbar(image, ax=list(axes[0]), shrink=0.9)
+    cbar.set_label("cos(m·θ) (unitless)")
+    return _finish(fig, f"The cached cos table, d = {dim}, base {base:,.0f}")
+
+
+def decode_scores(correct, wrong, *, prompt_len: int, scale: float = 1.0) -> Figure:
+    """Scores and attention weights of one decoding query over its cached keys: right offsets vs the offset mistake.
+
+    Args:
+        correct, wrong: 1-D scores (tensors or sequences) over keys 0..t, with the
+            query at its absolute position and with positions restarted at 0 at
+            every step (05_cache_and_decoding, eqs. ``cache-decode``, ``cache-mistake``).
+        prompt_len: number of keys that came from the prompt (prefill); later keys
+            were generated one per step and are shaded.
+        scale: multiplies the scores before the softmax (1/√d in attention).
+    """
+    import torch
+
+    correct = torch.as_tensor(correct, dtype=torch.float64).cpu()
+    wrong = torch.as_tensor(wrong, dtype=torch.float64).cpu()
+    if correct.ndim != 1 or correct.shape != wrong.shape:
+        raise ValueError(f"correct and wrong must be 1-D of the same length, got {tuple(correct.shape)} and {tuple(wrong.shape)}")
+    n = torch.arange(len(correct)).numpy()
+    fig, (ax_s, ax_w) = _new_figure(1, 2, width=10.0, height=3.8)
+    for ax, f, ylabel in (
+        (ax_s, lambda s: s, "score q·k (unitless)"),
+        (ax_w, lambda s: torch.softmax(s * scale, dim=0), "attention weight (probability)"),
+    ):
+        ax.plot(n, f(correct).numpy(), marker="o", markersize=3, label="absolute positions (offset)")
+        ax.plot(n, f(wrong).numpy(), marker="x", markersize=4, linestyle="--", label="offset mistake (restart at 0)")
+        if prompt_len < len(correct):
+            ax.axvspan(prompt_len - 0.5, len(correct) - 0.5, color="0.9", label="generated keys")
+        ax.set_xlabel("key position n (tokens)")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=8)
+    ax_s.set_title("scores of the newest query", fontsize=10)
+    ax_w.set_title("softmax weights", fontsize=10)
+    return _finish(fig, f"Decoding step at position {len(correct) - 1}: offset vs restart at 0")
+
+
 
 # --- 06_attention_and_decay ---------------------------------------------
+
+
+def toeplitz_scores(scores, *, title: str = "RoPE scores for the same q and k at every position") -> Figure:
+    """Heatmap of a score matrix S[m, n] (query position m down, key position n across).
+
+    For the same q and k at every position, RoPE makes S constant along every
+    diagonal m - n = const (06_attention_and_decay, eq. ``attn-toeplitz``).
+
+    Args:
+        scores: ``(Lq, Lk)`` real tensor (any device; drawn from a float64 CPU copy).
+    """
+    import torch
+    s = scores.detach().to("cpu", dtype=torch.float64)
+    if s.ndim != 2:
+        raise ValueError(f"scores must have shape (Lq, Lk), got {tuple(s.shape)}")
+    fig, ax = _new_figure(width=5.6, height=4.6)
+    image = ax.imshow(s.numpy(), cmap="RdBu_r", vmin=-float(s.abs().max()), vmax=float(s.abs().max()))
+    fig.colorbar(image, ax=ax, label="score ⟨R_m q, R_n k⟩ (dimensionless)")
+    ax.set_xlabel("key position n (tokens)")
+    ax.set_ylabel("query position m (tokens)")
+    ax.set_title(title, fontsize="medium")
+    return fig
+
+
+def long_term_decay(distances, bound, *, random_mean_abs, equal_qk, dim: int, base: float) -> Figure:
+    """RoFormer's relative upper bound (left) beside what scores actually do (right).
+
+    Left: (1/(d/2)) Σ_j |S_j| against the relative distance, the curve of
+    RoFormer's figure on long-term decay (06_attention_and_decay, eq. ``attn-decay-bound``).
+    Right: the bound, the mean |score| over random q, k, and the score for
+    q = k with equal pairs, each divided by its own value at distance 0.
+
+    Args:
+        distances: ``(n,)`` integer distances, starting at 0.
+        bound, random_mean_abs, equal_qk: ``(n,)`` real tensors on any device.
+        dim, base: the settings, for the titles.
+    """
+    import torch
+    x = torch.as_tensor(distances).cpu().numpy()
+    curves = [torch.as_tensor(c).detach().to("cpu", dtype=torch.float64) for c in (bound, random_mean_abs, equal_qk)]
+    if int(x[0]) != 0:
+        raise ValueError(f"distances must start at 0 (the curves are normalised there), got {int(x[0])}")
+    fig, (left, right) = _new_figure(1, 2, width=11.0, height=4.0)
+    left.plot(x, curves[0].numpy(), color="C0")
+    left.set_xlabel("relative distance m − n (tokens)")
+    left.set_ylabel("relative upper bound (1/(d/2)) Σ|S_j| (dimensionless)")
+    left.set_title(f"RoFormer's bound, d = {dim}, base = {base:g}", fontsize="medium")
+    labels = ("relative upper bound", "mean |score|, random Gaussian q, k", "score for q = k (all h_j equal)")
+    for curve, label, color in zip(curves, labels, ("C0", "C1", "C2")):
+        right.plot(x, (curve / curve[0]).numpy(), label=label, color=color)
+    right.axhline(0.0, color="0.6", linewidth=0.8)
+    right.set_xlabel("relative distance m − n (tokens)")
+    right.set_ylabel("value / value at distance 0 (dimensionless)")
+    right.set_title("the bound against actual scores", fontsize="medium")
+    right.legend(fontsize="small")
+    return _finish(fig, "Long-term decay: what the bound promises and what scores do")
+
+
+def pair_turns(dim: int = 128, bases=(10000.0, 500000.0), context: int = 4096) -> Figure:
+    """How many full turns each pair j makes across ``context`` tokens: context·θ_j/(2π), log scale.
+
+    (06_attention_and_decay, eq. ``attn-turns``.) Pairs above the dashed line
+    (one turn) wrap around many times; pairs below it barely move.
+    """
+    from .frequencies import wavelengths
+
+    fig, ax = _new_figure()
+    for base in bases:
+        turns = context / wavelengths(dim, base)
+        ax.plot(range(dim // 2), turns.numpy(), marker=".", label=f"base = {base:g}")
+    ax.axhline(1.0, color="0.4", linestyle="--", label="one full turn")
+    ax.set_yscale("log")
+    ax.set_xlabel("pair index j (0 = fastest)")
+    ax.set_ylabel(f"turns over {context} tokens, {context}·θ_j / 2π")
+    ax.legend()
+    return _finish(fig, f"How far each pair turns across {context} tokens (d = {dim})")
 
 
 # --- 07_context_extension ------------------------------------------------

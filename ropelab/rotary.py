@@ -85,25 +85,81 @@ def rotate_interleaved(x: Tensor) -> Tensor:
     return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
 
 
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """True when ``shape`` broadcasts to exactly ``target`` (cheaper than torch.broadcast_shapes)."""
+    if len(shape) > len(target):
+        return False
+    return all(s == t or s == 1 for s, t in zip(reversed(shape), reversed(target)))
+
+
 def _check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
+    target = tuple(x.shape[:-1]) + (rotary_dim,)
     for name, t in (("cos", cos), ("sin", sin)):
         check_float_tensor(t, name)
-        if t.ndim < 2 or t.shape[-2:] != (x.shape[-2], rotary_dim):
+        if t.ndim < 2 or t.shape[-2] != x.shape[-2] or t.shape[-1] != rotary_dim:
             raise ValueError(
                 f"{name} must have shape (..., seq, rotary_dim) = (..., {x.shape[-2]}, {rotary_dim}) "
                 f"to match x of shape {tuple(x.shape)}, got {tuple(t.shape)}"
             )
-        try:
-            torch.broadcast_shapes(t.shape, x.shape[:-1] + (rotary_dim,))
-        except RuntimeError:
+        if not _broadcasts_to(tuple(t.shape), target):
             raise ValueError(
-                f"{name} of shape {tuple(t.shape)} does not broadcast against x of shape {tuple(x.shape)}; "
+                f"{name} of shape {tuple(t.shape)} does not broadcast to x of shape {tuple(x.shape)}; "
                 "for per-row positions (batch, seq) with x (batch, heads, seq, dim), pass cos[:, None]"
-            ) from None
+            )
         if t.device != x.device:
             raise ValueError(f"{name} is on {t.device} but x is on {x.device}")
     if cos.shape != sin.shape:
         raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}")
+
+
+def _check_out(out: object, x: Tensor) -> Tensor:
+    if not isinstance(out, Tensor):
+        raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+    if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
+        raise ValueError(
+            f"out must match x: shape {tuple(x.shape)}, {x.dtype} on {x.device}; "
+            f"got shape {tuple(out.shape)}, {out.dtype} on {out.device}"
+        )
+    if out.numel() and out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
+        raise ValueError("out must not share memory with x: each output pair needs both inputs of its pair")
+    return out
+
+
+def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> None:
+    """out = x·cos + rot(x)·sin without the temporaries of the plain formula (09_performance).
+
+    The plain formula makes four full-size temporaries (x·cos, rot(x), its
+    product with sin, and the sum). Here float32/float64 interleaved pairs are
+    one complex multiplication by the phasor table (a single pass over x);
+    otherwise one multiplication writes x·cos into ``out`` and two fused
+    multiply-adds add ∓x_partner·sin into its two halves (or its even and
+    odd channels) in place.
+    """
+    h = x.shape[-1] // 2
+    if (
+        layout == "interleaved"
+        and x.dtype in (torch.float32, torch.float64)
+        and x.stride(-1) == 1
+        and out.stride(-1) == 1
+        and x.storage_offset() % 2 == 0
+        and out.storage_offset() % 2 == 0
+        and all(st % 2 == 0 for st in x.stride()[:-1])
+        and all(st % 2 == 0 for st in out.stride()[:-1])
+    ):
+        phasor = torch.complex(cos[..., 0::2], sin[..., 0::2])
+        torch.mul(
+            torch.view_as_complex(x.unflatten(-1, (h, 2))),
+            phasor,
+            out=torch.view_as_complex(out.unflatten(-1, (h, 2))),
+        )
+        return
+    torch.mul(x, cos, out=out)
+    if layout == "half_split":
+        first, second = slice(0, h), slice(h, 2 * h)
+    else:
+        first, second = slice(0, None, 2), slice(1, None, 2)
+    out[..., first].addcmul_(x[..., second], sin[..., first], value=-1)
+    out[..., second].addcmul_(x[..., first], sin[..., second])
 
 
 def apply_rotary(
@@ -113,6 +169,7 @@ def apply_rotary(
     *,
     layout: str = "half_split",
     rotary_dim: int | None = None,
+    out: Tensor | None = None,
 ) -> Tensor:
     """Rotate every channel pair of ``x`` by its angle: ``x·cos + rot(x)·sin`` (03_pairing, eq. ``halfsplit``).
 
@@ -122,17 +179,26 @@ def apply_rotary(
     cast to ``x``'s dtype first, as transformers does, so the result has
     ``x``'s dtype and device. ``x`` is not modified.
 
+    The result equals the plain formula to within one rounding of each
+    output (both layouts, every dtype) but is computed without its
+    temporaries, so it moves about the bytes of a copy (09_performance): the
+    interleaved pairs of a float tensor through one complex multiplication,
+    which assumes the two entries of each pair in ``cos`` and ``sin`` are
+    equal, as :func:`cos_sin` builds them.
+
     With ``rotary_dim`` < dim only the first ``rotary_dim`` channels are
     rotated and the rest pass through (partial rotary, GPT-NeoX and Phi).
 
     Args:
         x: ``(..., seq, dim)``, e.g. ``(batch, heads, seq, dim)``.
-        cos, sin: ``(..., seq, rotary_dim)``, broadcastable against ``x``.
+        cos, sin: ``(..., seq, rotary_dim)``, broadcastable to ``x``.
         layout: ``"half_split"`` or ``"interleaved"``.
         rotary_dim: even number of leading channels to rotate (default: all).
+        out: optional preallocated result of ``x``'s shape, dtype and device,
+            not overlapping ``x`` (decoding loops reuse one buffer).
 
     Returns:
-        Tensor of ``x``'s shape, dtype and device.
+        Tensor of ``x``'s shape, dtype and device (``out`` when given).
     """
     x = check_x(x)
     layout = check_layout(layout)
@@ -144,9 +210,11 @@ def apply_rotary(
     elif not (0 < rotary_dim <= dim and rotary_dim % 2 == 0):
         raise ValueError(f"rotary_dim must be even and in (0, {dim}] for x of shape {tuple(x.shape)}, got {rotary_dim}")
     _check_tables(x, cos, sin, rotary_dim)
+    out = torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else _check_out(out, x)
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
-    rot = rotate_half if layout == "half_split" else rotate_interleaved
     if rotary_dim == dim:
-        return x * cos + rot(x) * sin
-    x_rot, x_pass = x[..., :rotary_dim], x[..., rotary_dim:]
-    return torch.cat((x_rot * cos + rot(x_rot) * sin, x_pass), dim=-1)
+        _rotate_into(out, x, cos, sin, layout)
+    else:
+        _rotate_into(out[..., :rotary_dim], x[..., :rotary_dim], cos, sin, layout)
+        out[..., rotary_dim:] = x[..., rotary_dim:]
+    return out

@@ -204,3 +204,74 @@ def test_matches_transformers_llama(dtype, position_ids):
     else:  # both round products of bfloat16 values; one bfloat16 ulp of the largest output
         torch.testing.assert_close(rq, hf_q, rtol=2**-7, atol=2**-7 * float(q.abs().max()))
         torch.testing.assert_close(rk, hf_k, rtol=2**-7, atol=2**-7 * float(k.abs().max()))
+
+
+# --- chapter 05 additions ---
+
+from ropelab.cache import positions_from_mask, table_bytes  # noqa: E402
+
+
+def test_table_bytes_worked_examples():
+    assert table_bytes(128, 32768) == 2 * 32768 * 128 * 4 == 32 * 2**20  # 32 MiB in float32
+    assert table_bytes(128, 131072, torch.bfloat16) == 64 * 2**20
+    assert table_bytes(128, 131072, torch.float32) == 128 * 2**20
+    assert table_bytes(128, 4096, torch.complex64, n_tables=1) == 4096 * 128 * 8
+    assert table_bytes(16, 0) == 0
+
+
+@pytest.mark.parametrize("n", [1, 8, 1000])
+def test_table_bytes_equals_the_module_buffers(n):
+    rope = RotaryEmbedding(16, max_position=n)
+    assert rope.cos_cached.nbytes + rope.sin_cached.nbytes == table_bytes(16, n, rope.cos_cached.dtype)
+
+
+def test_table_bytes_errors():
+    with pytest.raises(ValueError, match="dim must be even"):
+        table_bytes(15, 8)
+    with pytest.raises(ValueError, match="n_positions must be a non-negative int, got -1"):
+        table_bytes(16, -1)
+    with pytest.raises(ValueError, match="n_tables must be a non-negative int, got 2.0"):
+        table_bytes(16, 8, n_tables=2.0)
+    with pytest.raises(TypeError, match="dtype must be a torch.dtype"):
+        table_bytes(16, 8, "float32")
+
+
+def test_positions_from_mask_worked_example():
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    assert positions_from_mask(mask).tolist() == [[0, 0, 0, 0, 1, 2], [0, 1, 2, 3, 4, 5]]
+    assert positions_from_mask(mask.bool()).dtype == torch.int64
+    # right padding: padded slots get 0, as in transformers' generate
+    assert positions_from_mask(torch.tensor([1, 1, 1, 0, 0])).tolist() == [0, 1, 2, 0, 0]
+
+
+@given(rows=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=4))
+def test_positions_from_mask_counts_real_tokens_from_zero(rows):
+    seq = 12
+    mask = torch.tensor([[0] * pad + [1] * n + [0] * (seq - pad - n) for pad, n in rows])
+    pos = positions_from_mask(mask)
+    for (pad, n), row in zip(rows, pos):
+        assert row[pad:pad + n].tolist() == list(range(n))  # whatever padding precedes them
+    assert bool((pos[mask == 0] == 0).all())
+    # left padding only: the same as clamping cumsum - 1 at 0
+    left = torch.tensor([[0] * pad + [1] * (seq - pad) for pad, _ in rows])
+    assert torch.equal(positions_from_mask(left), (left.cumsum(-1) - 1).clamp(min=0))
+
+
+def test_positions_from_mask_feed_the_module_like_separate_prompts():
+    rope = RotaryEmbedding(16)
+    q, k = qk(batch=2, seq=6)
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    rq, rk = rope(q, k, positions_from_mask(mask))
+    alone_q, alone_k = rope(q[:1, :, 3:], k[:1, :, 3:])
+    assert torch.equal(rq[:1, :, 3:], alone_q) and torch.equal(rk[:1, :, 3:], alone_k)
+
+
+def test_positions_from_mask_errors():
+    with pytest.raises(TypeError, match="integer or bool dtype"):
+        positions_from_mask(torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"only 0 and 1, got values \[0, 1, 2\]"):
+        positions_from_mask(torch.tensor([0, 1, 2]))
+    with pytest.raises(ValueError, match="shape"):
+        positions_from_mask(torch.tensor(1))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        positions_from_mask([1, 1, 0])

@@ -151,6 +151,10 @@ def test_relative_score_errors():
         relative_score(q, q, True, f)
     with pytest.raises(ValueError, match="broadcast"):
         relative_score(torch.randn(2, 8), torch.randn(3, 8), [0], f)
+    with pytest.raises(TypeError, match="distances"):  # the message names the argument
+        relative_score(q, q, [0.5], f)
+    with pytest.raises(TypeError, match="distances"):
+        relative_score(q, q, "3", f)
 
 
 @settings(max_examples=40, deadline=None)

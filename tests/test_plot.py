@@ -142,6 +142,94 @@ def test_score_comparison():
         plot.score_comparison(a, a[:3])
 
 
+# --- chapter 05 additions ---
+
+
+def test_cos_table():
+    fig = plot.cos_table(dim=8, n_positions=16)
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 3  # two layouts and a colour bar
+    half, inter = fig.axes[:2]
+    for ax in (half, inter):
+        assert ax.get_xlabel() == "channel i"
+        assert ax.get_ylabel() == "position m (tokens)"
+        assert ax.get_title()
+        assert ax.get_images()[0].get_array().shape == (16, 8)
+    image = half.get_images()[0].get_array()
+    assert (image[:, :4] == image[:, 4:]).all()  # half-split: the two halves are the same columns
+    image = inter.get_images()[0].get_array()
+    assert (image[:, 0::2] == image[:, 1::2]).all()  # interleaved: each column twice in a row
+    assert len(half.get_lines()) == 1  # the dashed line at channel d/2
+    assert fig.axes[2].get_ylabel()
+    assert fig.get_suptitle()
+    assert len(plot.cos_table(dim=8, n_positions=4, layouts=("half_split",)).axes) == 2
+
+
+def test_decode_scores():
+    right = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    wrong = torch.tensor([4.0, 3.0, 4.0, 4.0])
+    fig = plot.decode_scores(right, wrong, prompt_len=2, scale=0.5)
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 2
+    for ax in fig.axes:
+        assert len(ax.get_lines()) == 2
+        assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+        assert len(ax.get_legend().get_texts()) == 3  # two lines and the shaded generated keys
+    weights = fig.axes[1].get_lines()[0].get_ydata()
+    assert weights.sum() == pytest.approx(1.0)
+    assert fig.get_suptitle()
+    with pytest.raises(ValueError, match="same length"):
+        plot.decode_scores(right, wrong[:3], prompt_len=2)
+
+
+"""Tests for ropelab.plot: each figure function returns a labelled Figure."""
+
+from matplotlib.figure import Figure
+
+from ropelab import plot
+
+# --- 06_attention_and_decay ---
+
+import torch  # noqa: E402
+
+from ropelab import decay_bound  # noqa: E402
+from ropelab.attention import relative_score, rope_scores  # noqa: E402
+
+
+def _labelled(ax):
+    return ax.get_xlabel() and ax.get_ylabel()
+
+
+def test_toeplitz_scores_heatmap():
+    q, k = torch.randn(2, 8, dtype=torch.float64)
+    fig = plot.toeplitz_scores(rope_scores(q.expand(6, 8), k.expand(6, 8)))
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 2  # the heatmap and its colorbar
+    assert _labelled(fig.axes[0]) and len(fig.axes[0].images) == 1
+
+
+def test_long_term_decay_two_panels():
+    d = torch.arange(20)
+    q, k = torch.randn(2, 5, 8, dtype=torch.float64)
+    ones = torch.ones(8, dtype=torch.float64)
+    fig = plot.long_term_decay(
+        d, decay_bound(d, 8), random_mean_abs=relative_score(q, k, d).abs().mean(0),
+        equal_qk=relative_score(ones, ones, d), dim=8, base=1e4,
+    )
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
+    left, right = fig.axes
+    assert _labelled(left) and _labelled(right)
+    assert len(left.lines) == 1 and len(right.get_legend().get_texts()) == 3
+
+
+def test_pair_turns_one_line_per_base_plus_the_one_turn_line():
+    fig = plot.pair_turns(dim=16, bases=(1e4, 5e5, 1e6), context=1024)
+    assert isinstance(fig, Figure) and len(fig.axes) == 1
+    ax = fig.axes[0]
+    assert _labelled(ax) and ax.get_yscale() == "log"
+    assert len(ax.lines) == 4 and len(ax.get_legend().get_texts()) == 4
+
+
 # --- chapter 07 additions ---
 
 

@@ -193,7 +193,7 @@ def hf_rotary(head_dim=16, heads=4, base=10000.0):
     return LlamaRotaryEmbedding(config)
 
 
-@pytest.mark.parametrize("dtype, atol", [(torch.float32, 0.0), (torch.bfloat16, 0.0)])
+@pytest.mark.parametrize("dtype, ulp", [(torch.float32, 2.0**-23), (torch.bfloat16, 2.0**-7)])
 @pytest.mark.parametrize("base", [10000.0, 500000.0])
 @pytest.mark.parametrize("position_ids", [
     torch.arange(7)[None],                              # prefill
@@ -201,7 +201,7 @@ def hf_rotary(head_dim=16, heads=4, base=10000.0):
     torch.tensor([[0, 0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5, 6]]),  # per-row, left padded
     torch.tensor([[70000, 70001, 70002, 70003, 70004, 70005, 70006]]),  # far positions
 ])
-def test_matches_transformers_llama(dtype, atol, base, position_ids):
+def test_matches_transformers_llama(dtype, ulp, base, position_ids):
     g = torch.Generator().manual_seed(0)
     batch = position_ids.shape[0]
     q = torch.randn(batch, 4, 7, 16, generator=g).to(dtype)
@@ -211,9 +211,60 @@ def test_matches_transformers_llama(dtype, atol, base, position_ids):
     hf_q, hf_k = apply_rotary_pos_emb(q, k, hf_cos, hf_sin)
 
     cos, sin = cos_sin(position_ids, inv_freq(16, base), dtype=dtype)
-    # same float32 θ and angles as transformers: bit-identical tables and results
+    # same float32 θ and angles as transformers: bit-identical tables
     assert torch.equal(cos, hf_cos) and torch.equal(sin, hf_sin)
     out_q = apply_rotary(q, cos[:, None], sin[:, None])
     out_k = apply_rotary(k, cos[:, None], sin[:, None])
+    # the fused path rounds fewer times than x*cos + rotate_half(x)*sin: within 2 ulps of the largest output
+    atol = 2 * ulp * float(torch.cat((q, k)).abs().max())
     torch.testing.assert_close(out_q, hf_q, atol=atol, rtol=0)
     torch.testing.assert_close(out_k, hf_k, atol=atol, rtol=0)
+
+
+# The fast path against the plain formula (09_performance) -----------------------------
+
+def plain(x, cos, sin, layout):
+    rot = rotate_half if layout == "half_split" else rotate_interleaved
+    return x * cos.to(x.dtype) + rot(x) * sin.to(x.dtype)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype, ulp", [(torch.float32, 2.0**-23), (torch.bfloat16, 2.0**-7), (F64, 2.0**-52),
+                                        (torch.float16, 2.0**-10)])
+@pytest.mark.parametrize("shape", [(2, 4, 33, 16), (1, 3, 1, 64), (5, 8)])
+def test_fast_path_equals_plain_formula_within_rounding(layout, dtype, ulp, shape):
+    g = torch.Generator().manual_seed(1)
+    x = (4 * torch.randn(shape, generator=g, dtype=F64)).to(dtype)
+    cos, sin = cos_sin(torch.arange(shape[-2]) + 1000, inv_freq(shape[-1]), layout=layout)
+    got, ref = apply_rotary(x, cos, sin, layout=layout), plain(x, cos, sin, layout)
+    exact = plain(x.double(), cos.to(dtype).double(), sin.to(dtype).double(), layout)
+    scale = float(x.abs().max())
+    # each within two roundings of the exact result on the same (rounded) tables
+    assert float((got.double() - exact).abs().max()) <= 2 * ulp * scale
+    assert float((ref.double() - exact).abs().max()) <= 2 * ulp * scale
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_out_and_non_contiguous_inputs(layout):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 7, 4, 16, generator=g).transpose(1, 2)  # (batch, heads, seq, dim), seq-major storage
+    cos, sin = cos_sin(torch.arange(7), inv_freq(16), layout=layout)
+    ref = plain(x, cos, sin, layout)
+    torch.testing.assert_close(apply_rotary(x, cos, sin, layout=layout), ref)
+    buf = torch.empty_like(x)
+    res = apply_rotary(x, cos, sin, layout=layout, out=buf)
+    assert res is buf
+    torch.testing.assert_close(buf, ref)
+    odd = torch.randn(2, 4, 7, 17, generator=g)[..., 1:]  # odd storage offset: no complex view
+    torch.testing.assert_close(apply_rotary(odd, cos, sin, layout=layout), plain(odd, cos, sin, layout))
+
+
+def test_out_errors():
+    x = torch.randn(3, 8)
+    cos, sin = cos_sin(torch.arange(3), inv_freq(8))
+    with pytest.raises(ValueError, match="out must not share memory with x"):
+        apply_rotary(x, cos, sin, out=x)
+    with pytest.raises(ValueError, match=r"out must match x: shape \(3, 8\), torch.float32"):
+        apply_rotary(x, cos, sin, out=torch.empty(3, 8, dtype=torch.float64))
+    with pytest.raises(TypeError, match="out must be a torch.Tensor"):
+        apply_rotary(x, cos, sin, out=[0.0] * 24)
