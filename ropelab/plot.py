@@ -534,6 +534,95 @@ def pair_turns(dim: int = 128, bases=(10000.0, 500000.0), context: int = 4096) -
     return _finish(fig, f"How far each pair turns across {context} tokens (d = {dim})")
 
 
+# --- 07_context_extension ------------------------------------------------
+
+__all__ += ["context_extension_factors"]
+
+
+def context_extension_factors(
+    dim: int = 128,
+    base: float = 10000.0,
+    original: int = 4096,
+    factor: float = 8.0,
+    *,
+    dynamic_len: int | None = 32768,
+    llama3: tuple[float, float] | None = (1.0, 4.0),
+    longrope_factors: Sequence[float] | None = None,
+) -> Figure:
+    """What each context-extension method does to each pair: θ_j/θ'_j against λ_j (07_context_extension).
+
+    One line per method on log-log axes: Position Interpolation (``linear``),
+    NTK-aware (eq. ``ext-ntk``), dynamic NTK evaluated at ``dynamic_len``
+    tokens, YaRN (the reference code's ramp, eq. ``ext-yarn-ramp``), Llama 3
+    (eq. ``ext-llama3``, with ``llama3 = (low_freq_factor,
+    high_freq_factor)``) and, when ``longrope_factors`` is given, LongRoPE
+    with those per-pair factors. A factor of 1 keeps the pair's frequency
+    (extrapolation); ``factor`` divides it as PI does. A dashed vertical line
+    marks the original context length: pairs to its right never completed a
+    turn in training.
+
+    Args:
+        dim, base: the head dimension d and base b of the trained model.
+        original: the pre-training context length L (tokens).
+        factor: the scale factor s = L'/L.
+        dynamic_len: the current sequence length for dynamic NTK, or None to omit it.
+        llama3: (low_freq_factor, high_freq_factor) for the Llama 3 line, or None to omit it.
+        longrope_factors: dim/2 rescale factors λ_j for a LongRoPE line, or None.
+
+    Returns:
+        A Figure with one axis: one line per method plus the vertical line.
+    """
+    import math
+
+    import torch
+
+    from .frequencies import inv_freq, wavelengths
+    from .scaling import ntk_scaled_base, scaled_inv_freq
+
+    theta = inv_freq(dim, base, dtype=torch.float64)
+    lam = wavelengths(dim, base).tolist()
+
+    def ratio(scaling, seq_len=None):
+        scaled, _ = scaled_inv_freq(dim, base, scaling, seq_len=seq_len, dtype=torch.float64)
+        return (theta / scaled).tolist()
+
+    common = {"factor": factor, "original_max_position_embeddings": original}
+    curves = [
+        ("Position Interpolation (linear)", ratio({"rope_type": "linear", "factor": factor}), "-", "o"),
+        (f"NTK-aware, b' = b·s^(d/(d-2)) = {ntk_scaled_base(base, factor, dim):,.0f}",
+         (theta / inv_freq(dim, ntk_scaled_base(base, factor, dim), dtype=torch.float64)).tolist(), "-", "s"),
+    ]
+    if dynamic_len is not None:
+        curves.append((f"dynamic NTK at {dynamic_len:,} tokens",
+                       ratio({"rope_type": "dynamic", **common}, seq_len=dynamic_len), "--", "v"))
+    curves.append(("YaRN (β_fast = 32, β_slow = 1)", ratio({"rope_type": "yarn", **common}), "-", "^"))
+    if llama3 is not None:
+        low, high = llama3
+        curves.append((f"Llama 3 (low {low:g}, high {high:g})",
+                       ratio({"rope_type": "llama3", "low_freq_factor": low, "high_freq_factor": high, **common}),
+                       "-", "D"))
+    if longrope_factors is not None:
+        values = [float(v) for v in longrope_factors]
+        if len(values) != dim // 2:
+            raise ValueError(f"longrope_factors must hold dim // 2 = {dim // 2} numbers, got {len(values)}")
+        curves.append(("LongRoPE (example factors)", values, ":", "x"))
+
+    fig, ax = _new_figure(width=8.4, height=5.0)
+    for label, values, style, marker in curves:
+        ax.plot(lam, values, ls=style, marker=marker, ms=3, lw=1.3, label=label)
+    ax.axvline(original, color="0.3", ls="--", lw=1, label=f"original context L = {original:,} tokens")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    top = max(max(values) for _, values, _, _ in curves)
+    ticks = [2.0**k for k in range(int(math.log2(top)) + 2)]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel(r"wavelength $\lambda_j = 2\pi/\theta_j$ of the trained pair (tokens)")
+    ax.set_ylabel(r"interpolation factor $\theta_j / \theta'_j$ (1 = unchanged)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    return _finish(fig, f"How each method rescales the {dim // 2} frequencies (d = {dim}, b = {base:,.0f}, s = {factor:g})")
+
 # --- 08_numerics ------------------------------------------------------------
 
 __all__ += ["angle_precision"]

@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
-from ._checks import check_base, check_dim
+from ._checks import check_base, check_dim, check_inv_freq
 from .frequencies import inv_freq as base_inv_freq
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "yarn_ramp",
     "yarn_mscale",
     "ROPE_TYPES",
+    "pairs_beyond_training",
 ]
 
 RopeFn = Callable[[int, float, Mapping[str, Any], "int | None", torch.dtype], "tuple[Tensor, float]"]
@@ -316,3 +317,52 @@ def scaled_inv_freq(
     rd = _rotary_dim(dim, params)
     theta, attention_scaling = _REGISTRY[params["rope_type"]].fn(rd, base, params, seq_len, dtype)
     return theta, float(attention_scaling)
+
+
+# --- chapter 07 additions ---
+
+
+def _check_length(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int (a number of positions), got {value!r}")
+    return value
+
+
+def pairs_beyond_training(
+    inv_freq_train: Tensor, inv_freq_run: Tensor, train_len: int, run_len: int, *, slack: float = 0.0
+) -> int:
+    """How many pairs reach angles at inference that they never reached in training (07, eq. ``ext-beyond``).
+
+    During training (positions 0..L-1) pair j saw the angles [0, (L-1)·θ_j],
+    which is the whole circle once (L-1)·θ_j ≥ 2π. At inference (positions
+    0..L'-1, frequencies θ'_j) its largest angle is (L'-1)·θ'_j. The pair is
+    *beyond* training when it never completed a turn, (L-1)·θ_j < 2π, and
+    (L'-1)·θ'_j > (L-1+slack)·θ_j. ``slack`` (in training positions, default
+    0) tolerates a small overshoot: Position Interpolation maps L'-1 to
+    (L'-1)/s = L - 1/s, a fraction of a position past L-1, and ``slack=1``
+    counts that as seen. Computed in float64.
+
+    Args:
+        inv_freq_train: θ_j of the trained model, ``(dim // 2,)``.
+        inv_freq_run: θ'_j used at inference, same shape.
+        train_len: training context L.
+        run_len: inference context L'.
+        slack: overshoot tolerated, in training positions (>= 0).
+
+    Returns:
+        The number of pairs, an int in 0..dim/2.
+    """
+    train = check_inv_freq(inv_freq_train).detach().to("cpu", torch.float64)
+    run = check_inv_freq(inv_freq_run).detach().to("cpu", torch.float64)
+    if train.shape != run.shape:
+        raise ValueError(
+            f"inv_freq_train and inv_freq_run must have the same shape, got {tuple(train.shape)} and {tuple(run.shape)}"
+        )
+    train_len = _check_length(train_len, "train_len")
+    run_len = _check_length(run_len, "run_len")
+    if isinstance(slack, bool) or not isinstance(slack, (int, float)) or not 0.0 <= slack < float("inf"):
+        raise ValueError(f"slack must be a finite number >= 0 (training positions), got {slack!r}")
+    seen = (train_len - 1) * train
+    partial_turn = seen < 2 * math.pi
+    beyond = (run_len - 1) * run > (train_len - 1 + slack) * train
+    return int((partial_turn & beyond).sum())

@@ -250,3 +250,31 @@ def test_pair_turns_one_line_per_base_plus_the_one_turn_line():
     ax = fig.axes[0]
     assert _labelled(ax) and ax.get_yscale() == "log"
     assert len(ax.lines) == 4 and len(ax.get_legend().get_texts()) == 4
+
+
+# --- chapter 07 additions ---
+
+
+def test_context_extension_factors():
+    fig = plot.context_extension_factors(dim=128, base=1e4, original=4096, factor=8.0,
+                                         longrope_factors=[1.0 + j / 7 for j in range(64)])
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 1
+    ax = fig.axes[0]
+    lines = ax.get_lines()
+    assert len(lines) == 7  # PI, NTK-aware, dynamic, YaRN, Llama 3, LongRoPE, and the vertical line at L
+    assert ax.get_xlabel() and ax.get_ylabel() and fig.get_suptitle()
+    assert "(tokens)" in ax.get_xlabel()
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_legend() is not None
+    pi, ntk = lines[0].get_ydata(), lines[1].get_ydata()
+    assert all(abs(v - 8.0) < 1e-12 for v in pi)  # PI divides every θ_j by s
+    assert abs(ntk[0] - 1.0) < 1e-12 and abs(ntk[-1] - 8.0) < 1e-9  # NTK: fastest kept, slowest divided by s
+    assert list(lines[-1].get_xdata()) == [4096, 4096]
+
+
+def test_context_extension_factors_optional_lines():
+    fig = plot.context_extension_factors(dim=64, dynamic_len=None, llama3=None)
+    assert len(fig.axes[0].get_lines()) == 4  # PI, NTK-aware, YaRN and the vertical line
+    with pytest.raises(ValueError, match="dim // 2 = 32"):
+        plot.context_extension_factors(dim=64, longrope_factors=[1.0] * 3)

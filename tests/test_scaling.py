@@ -249,3 +249,49 @@ def test_module_longrope_switches_sets():
     torch.testing.assert_close(rope.inv_freq, long)
     expected = torch.cos(199 * long.double()).float() * a
     torch.testing.assert_close(cos[199, : HEAD_DIM // 2], expected, rtol=0, atol=2e-5)
+
+
+# --- chapter 07 additions ---
+
+from ropelab.scaling import pairs_beyond_training  # noqa: E402
+
+
+def test_pairs_beyond_training_by_hand():
+    # θ = (1, 0.01, 0.0001), L = 100: the pairs saw 99, 0.99 and 0.0099 rad; pair 0 covered the circle.
+    theta = torch.tensor([1.0, 0.01, 0.0001], dtype=torch.float64)
+    assert pairs_beyond_training(theta, theta, 100, 100) == 0  # same length: nothing new
+    assert pairs_beyond_training(theta, theta, 100, 101) == 2  # one position more: pairs 1 and 2
+    assert pairs_beyond_training(theta, theta, 100, 10_000) == 2  # pair 0 never counts
+    # interpolation by s = 4 to L' = 400: 399/4 = 99.75 > 99, a quarter position past training ...
+    assert pairs_beyond_training(theta, theta / 4, 100, 400) == 2
+    # ... which slack = 1 (one training position) tolerates
+    assert pairs_beyond_training(theta, theta / 4, 100, 400, slack=1.0) == 0
+    # interpolate only pair 2: pair 1 is beyond, pair 2 is not
+    assert pairs_beyond_training(theta, theta / torch.tensor([1.0, 1.0, 5.0], dtype=torch.float64), 100, 400) == 1
+    # a pair that just completes a turn, 99·θ = 2π, is not counted
+    full = torch.tensor([2 * math.pi / 99], dtype=torch.float64)
+    assert pairs_beyond_training(full, full, 100, 1000) == 0
+    assert pairs_beyond_training(full * 0.999, full * 0.999, 100, 1000) == 1
+
+
+def test_pairs_beyond_training_llama_like_example():
+    # d = 128, b = 10^4, L = 4096: pairs with 4095·θ_j < 2π are j = 46..63 (18 pairs), λ_45 ≈ 4075 < 4095 < λ_46
+    theta = inv_freq(128, 1e4)
+    lam = 2 * math.pi / inv_freq(128, 1e4, dtype=torch.float64)
+    assert lam[45] < 4095 < lam[46]
+    assert pairs_beyond_training(theta, theta, 4096, 32768) == 18
+    assert pairs_beyond_training(theta, theta / 8, 4096, 32768) == 18  # 32767/8 = 4095.875 > 4095
+    assert pairs_beyond_training(theta, theta / 8, 4096, 32768, slack=1) == 0
+    assert pairs_beyond_training(theta.double(), theta / 8, 4096, 32768, slack=1) == 0  # dtypes may differ
+
+
+@pytest.mark.parametrize("args, kwargs, text", [
+    ((torch.ones(3), torch.ones(4), 10, 20), {}, "same shape"),
+    ((torch.ones(3), torch.ones(3), 0, 20), {}, "train_len must be a positive int"),
+    ((torch.ones(3), torch.ones(3), 10, 2.5), {}, "run_len must be a positive int"),
+    ((torch.ones(3), torch.ones(3), 10, 20), {"slack": -1.0}, "slack must be"),
+    ((torch.ones(2, 3), torch.ones(2, 3), 10, 20), {}, "1-D"),
+])
+def test_pairs_beyond_training_errors(args, kwargs, text):
+    with pytest.raises(ValueError, match=text):
+        pairs_beyond_training(*args, **kwargs)
