@@ -125,33 +125,34 @@ def _check_out(out: object, x: Tensor) -> Tensor:
     return out
 
 
+def _complex_view_ok(t: Tensor) -> bool:
+    """Whether ``t``'s last axis can be viewed as complex pairs without a copy."""
+    return t.stride(-1) == 1 and t.storage_offset() % 2 == 0 and all(st % 2 == 0 for st in t.stride()[:-1])
+
+
 def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> None:
     """out = x·cos + rot(x)·sin without the temporaries of the plain formula (09_performance).
 
     The plain formula makes four full-size temporaries (x·cos, rot(x), its
-    product with sin, and the sum). Here float32/float64 interleaved pairs are
-    one complex multiplication by the phasor table (a single pass over x);
-    otherwise one multiplication writes x·cos into ``out`` and two fused
-    multiply-adds add ∓x_partner·sin into its two halves (or its even and
-    odd channels) in place.
+    product with sin, and the sum). Here interleaved pairs are one complex
+    multiplication by the phasor table: a single pass over a float32/float64
+    x, and for bfloat16/float16 (torch has no complex type for them) one
+    upcast, an in-place multiplication and one rounding back. Half-split
+    pairs take one multiplication that writes x·cos into ``out`` and two fused
+    multiply-adds that add ∓x_partner·sin into its two halves in place.
     """
     h = x.shape[-1] // 2
-    if (
-        layout == "interleaved"
-        and x.dtype in (torch.float32, torch.float64)
-        and x.stride(-1) == 1
-        and out.stride(-1) == 1
-        and x.storage_offset() % 2 == 0
-        and out.storage_offset() % 2 == 0
-        and all(st % 2 == 0 for st in x.stride()[:-1])
-        and all(st % 2 == 0 for st in out.stride()[:-1])
-    ):
-        phasor = torch.complex(cos[..., 0::2], sin[..., 0::2])
-        torch.mul(
-            torch.view_as_complex(x.unflatten(-1, (h, 2))),
-            phasor,
-            out=torch.view_as_complex(out.unflatten(-1, (h, 2))),
-        )
+    if layout == "interleaved" and _complex_view_ok(x) and _complex_view_ok(out):
+        wide_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        phasor = torch.complex(cos[..., 0::2].to(wide_dtype), sin[..., 0::2].to(wide_dtype))
+        if x.dtype in (torch.float32, torch.float64):
+            torch.mul(torch.view_as_complex(x.unflatten(-1, (h, 2))), phasor,
+                      out=torch.view_as_complex(out.unflatten(-1, (h, 2))))
+        else:
+            wide = x.float()
+            z = torch.view_as_complex(wide.unflatten(-1, (h, 2)))
+            z.mul_(phasor)
+            out.copy_(wide)
         return
     torch.mul(x, cos, out=out)
     if layout == "half_split":
@@ -181,10 +182,10 @@ def apply_rotary(
 
     The result equals the plain formula to within one rounding of each
     output (both layouts, every dtype) but is computed without its
-    temporaries, so it moves about the bytes of a copy (09_performance): the
-    interleaved pairs of a float tensor through one complex multiplication,
-    which assumes the two entries of each pair in ``cos`` and ``sin`` are
-    equal, as :func:`cos_sin` builds them.
+    temporaries, so it moves about the bytes of a copy (09_performance):
+    interleaved pairs go through one complex multiplication (in float32 for
+    bfloat16 and float16, rounded once), which assumes the two entries of each
+    pair in ``cos`` and ``sin`` are equal, as :func:`cos_sin` builds them.
 
     With ``rotary_dim`` < dim only the first ``rotary_dim`` channels are
     rotated and the rest pass through (partial rotary, GPT-NeoX and Phi).
