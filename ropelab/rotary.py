@@ -211,6 +211,16 @@ def apply_rotary(
     elif not (0 < rotary_dim <= dim and rotary_dim % 2 == 0):
         raise ValueError(f"rotary_dim must be even and in (0, {dim}] for x of shape {tuple(x.shape)}, got {rotary_dim}")
     _check_tables(x, cos, sin, rotary_dim)
+    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
+        # out= kernels do not record gradients: take the plain formula when autograd needs them
+        # (training through q, k, or learnable frequencies as in RoPE-Mixed, 10_multi_axis).
+        if out is not None:
+            raise ValueError("out= cannot be used when x, cos or sin require grad (autograd does not track out=)")
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+        rot = rotate_half if layout == "half_split" else rotate_interleaved
+        head = x[..., :rotary_dim]
+        rotated = head * cos + rot(head) * sin
+        return rotated if rotary_dim == dim else torch.cat((rotated, x[..., rotary_dim:]), dim=-1)
     out = torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else _check_out(out, x)
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     if rotary_dim == dim:

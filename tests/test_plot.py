@@ -252,6 +252,35 @@ def test_pair_turns_one_line_per_base_plus_the_one_turn_line():
     assert len(ax.lines) == 4 and len(ax.get_legend().get_texts()) == 4
 
 
+# --- chapter 10 additions ---
+
+
+def test_patch_score_maps_one_heatmap_per_variant():
+    import math
+
+    import pytest
+    import torch
+
+    from ropelab.multi_axis import axial_theta_xy
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(16, dtype=torch.float64, generator=g)
+    theta = axial_theta_xy(16, 100.0, dtype=torch.float64)
+    c, s = math.cos(math.pi / 4), math.sin(math.pi / 4)
+    turned = theta @ torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+    fig = plot.patch_score_maps(q, q, {"axial": theta, "mixed, turned 45°": turned}, rows=6, cols=5, query_xy=(2, 3))
+    assert isinstance(fig, Figure)
+    panels = [ax for ax in fig.axes if ax.images]
+    assert len(panels) == 2 and len(fig.axes) == 4  # two heatmaps, two colour bars
+    for ax in panels:
+        assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+        assert ax.images[0].get_array().shape == (6, 5)
+        assert ax.get_legend() is not None
+    # q = k: the query patch itself has the largest score, |q|^2
+    assert panels[0].images[0].get_array()[3, 2] == pytest.approx(float(q @ q), rel=1e-12)
+    with pytest.raises(ValueError, match="query_xy"):
+        plot.patch_score_maps(q, q, {"axial": theta}, rows=4, cols=4, query_xy=(4, 0))
+
 # --- chapter 07 additions ---
 
 

@@ -268,3 +268,28 @@ def test_out_errors():
         apply_rotary(x, cos, sin, out=torch.empty(3, 8, dtype=torch.float64))
     with pytest.raises(TypeError, match="out must be a torch.Tensor"):
         apply_rotary(x, cos, sin, out=[0.0] * 24)
+
+
+# --- chapter 10 additions ---
+
+
+@pytest.mark.parametrize("layout", ["half_split", "interleaved"])
+@pytest.mark.parametrize("rotary_dim", [None, 4])
+def test_apply_rotary_is_differentiable_in_x_and_in_the_tables(layout, rotary_dim):
+    # Training backpropagates through q and k, and RoPE-Mixed (10_multi_axis) learns the frequencies behind cos/sin.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    theta = torch.rand(4, generator=g, dtype=torch.float64, requires_grad=True)
+    theta_rot = theta[: (rotary_dim or 8) // 2]
+    a = torch.arange(5, dtype=torch.float64)[:, None] * theta_rot
+    a = torch.cat((a, a), -1) if layout == "half_split" else a.repeat_interleave(2, -1)
+    out = apply_rotary(x, a.cos(), a.sin(), layout=layout, rotary_dim=rotary_dim)
+    with torch.no_grad():
+        expected = apply_rotary(x, a.cos(), a.sin(), layout=layout, rotary_dim=rotary_dim)
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-15)
+    out.square().sum().backward()
+    # rotations preserve norms, so d(Σ out²)/dx = 2x and the loss does not depend on the angles
+    torch.testing.assert_close(x.grad, 2 * x.detach(), rtol=0, atol=1e-12)
+    assert theta.grad is not None and float(theta.grad.abs().max()) < 1e-12
+    with pytest.raises(ValueError, match="out= cannot be used when x, cos or sin require grad"):
+        apply_rotary(x, a.cos(), a.sin(), layout=layout, rotary_dim=rotary_dim, out=torch.empty(5, 8, dtype=torch.float64))
