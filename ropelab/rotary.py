@@ -139,7 +139,9 @@ def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) 
     x, and for bfloat16/float16 (torch has no complex type for them) one
     upcast, an in-place multiplication and one rounding back. Half-split
     pairs take one multiplication that writes x·cos into ``out`` and two fused
-    multiply-adds that add ∓x_partner·sin into its two halves in place.
+    multiply-adds that add ∓x_partner·sin into its two halves in place; on the
+    CPU a large x goes through in blocks of rows that stay in cache between
+    those three steps, so x and ``out`` cross the memory bus about once each.
     """
     h = x.shape[-1] // 2
     if layout == "interleaved" and _complex_view_ok(x) and _complex_view_ok(out):
@@ -154,6 +156,17 @@ def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) 
             z.mul_(phasor)
             out.copy_(wide)
         return
+    blocks = _cpu_blocks(out, x, cos, sin)
+    for o, xb, c, sn in blocks if blocks is not None else [(out, x, cos, sin)]:
+        _mul_fma(o, xb, c, sn, layout, h)
+
+
+# A block of x and its result fit together in one core's L2 cache (1 MiB on
+# common x86 parts), so the fused multiply-adds re-read them from cache, not DRAM.
+_BLOCK_BYTES = 1 << 19
+
+
+def _mul_fma(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, h: int) -> None:
     torch.mul(x, cos, out=out)
     if layout == "half_split":
         first, second = slice(0, h), slice(h, 2 * h)
@@ -161,6 +174,30 @@ def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) 
         first, second = slice(0, None, 2), slice(1, None, 2)
     out[..., first].addcmul_(x[..., second], sin[..., first], value=-1)
     out[..., second].addcmul_(x[..., first], sin[..., second])
+
+
+def _cpu_blocks(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor) -> list[tuple[Tensor, ...]] | None:
+    """Split a large contiguous CPU problem into cache-sized blocks of rows, or None to do it in one go."""
+    if x.device.type != "cpu" or x.ndim < 3 or not (x.is_contiguous() and out.is_contiguous()):
+        return None
+    seq, dim = x.shape[-2], x.shape[-1]
+    if x.numel() * x.element_size() <= 2 * _BLOCK_BYTES:
+        return None
+    try:  # the tables as (rows of x's leading axes, seq, dim) views; a copy would defeat the purpose
+        lead = tuple(x.shape[:-2])
+        tables = [t.expand(*lead, seq, dim).view(-1, seq, dim) for t in (cos, sin)]
+    except RuntimeError:
+        return None
+    xs, outs = x.view(-1, seq, dim), out.view(-1, seq, dim)
+    rows = max(1, _BLOCK_BYTES // (dim * x.element_size()))
+    if rows >= seq:
+        g = rows // seq
+        return [(outs[i:i + g], xs[i:i + g], tables[0][i:i + g], tables[1][i:i + g]) for i in range(0, xs.shape[0], g)]
+    return [
+        (outs[i, s:s + rows], xs[i, s:s + rows], tables[0][i, s:s + rows], tables[1][i, s:s + rows])
+        for i in range(xs.shape[0])
+        for s in range(0, seq, rows)
+    ]
 
 
 def apply_rotary(

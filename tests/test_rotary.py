@@ -293,3 +293,22 @@ def test_apply_rotary_is_differentiable_in_x_and_in_the_tables(layout, rotary_di
     assert theta.grad is not None and float(theta.grad.abs().max()) < 1e-12
     with pytest.raises(ValueError, match="out= cannot be used when x, cos or sin require grad"):
         apply_rotary(x, a.cos(), a.sin(), layout=layout, rotary_dim=rotary_dim, out=torch.empty(5, 8, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape, per_row", [((3, 4, 300, 128), False),   # blocks of whole heads
+                                            ((1, 2, 2500, 128), False),  # blocks of rows, ragged last one
+                                            ((3, 4, 300, 128), True)])   # per-row tables: no block view
+def test_cache_blocked_path_equals_plain_formula(layout, dtype, shape, per_row):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(shape, generator=g).to(dtype)
+    pos = torch.arange(shape[-2]) + torch.arange(shape[0])[:, None] * 7 if per_row else torch.arange(shape[-2])
+    cos, sin = cos_sin(pos, inv_freq(shape[-1]), layout=layout, dtype=dtype)
+    if per_row:
+        cos, sin = cos[:, None], sin[:, None]
+    got, ref = apply_rotary(x, cos, sin, layout=layout), plain(x, cos, sin, layout)
+    ulp = 2.0**-23 if dtype == torch.float32 else 2.0**-7
+    exact = plain(x.double(), cos.to(dtype).double(), sin.to(dtype).double(), layout)
+    assert float((got.double() - exact).abs().max()) <= 2 * ulp * float(x.abs().max())
+    torch.testing.assert_close(got, ref, rtol=2 * ulp, atol=2 * ulp * float(x.abs().max()))
