@@ -297,9 +297,9 @@ def test_apply_rotary_is_differentiable_in_x_and_in_the_tables(layout, rotary_di
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("shape, per_row", [((3, 4, 300, 128), False),   # blocks of whole heads
-                                            ((1, 2, 2500, 128), False),  # blocks of rows, ragged last one
-                                            ((3, 4, 300, 128), True)])   # per-row tables: no block view
+@pytest.mark.parametrize("shape, per_row", [((3, 4, 700, 128), False),   # blocks of whole heads
+                                            ((1, 2, 5000, 128), False),  # blocks of rows, ragged last one
+                                            ((3, 4, 700, 128), True)])   # per-row tables: no block view
 def test_cache_blocked_path_equals_plain_formula(layout, dtype, shape, per_row):
     g = torch.Generator().manual_seed(3)
     x = torch.randn(shape, generator=g).to(dtype)
