@@ -38,11 +38,30 @@ from .frequencies import inv_freq
 from .matrix import rotation_matrix
 from .rotary import apply_rotary, cos_sin
 
-__all__ = ["Result", "run", "machine_info", "main", "DEFAULT_SHAPES"]
+__all__ = [
+    "Cost",
+    "DEFAULT_SHAPES",
+    "METHODS",
+    "Result",
+    "Target",
+    "Traffic",
+    "cost_model",
+    "format_table",
+    "load",
+    "machine_info",
+    "main",
+    "run",
+    "targets",
+    "trace_traffic",
+]
 
 DEFAULT_SHAPES: tuple[tuple[int, int, int, int], ...] = ((1, 32, 4096, 128), (8, 32, 512, 128), (64, 32, 1, 128))
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 DENSE_R_LIMIT_BYTES = 64 * 2**20  # skip dense R when its (seq, d, d) table exceeds this
+METHODS: tuple[str, ...] = (
+    "copy", "copy_out", "hf", "ropelab_half_split", "ropelab_interleaved",
+    "ropelab_half_split_out", "ropelab_interleaved_out", "complex", "dense_R",
+)
 
 
 @dataclass
@@ -58,6 +77,225 @@ class Result:
     ratio_floor: float | None = None
     ratio_hf: float | None = None
     note: str = ""
+
+
+# The cost model (09_performance) ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one method costs per token-head (one d-vector of q or k), as :func:`cost_model` counts it."""
+
+    method: str
+    dim: int
+    dtype: str
+    itemsize: int
+    bytes_read: int  # x-sized data read from memory: x and every full-size temporary
+    bytes_written: int  # x-sized data written: the result and every full-size temporary
+    flops: int  # multiplications and additions (a fused multiply-add counts 2, a sign flip 0)
+    passes: int  # operations that read or write x-sized data (kernels, in eager mode)
+    table_elems: int  # table entries (cos, sin, phasors or R) read, from cache (see cost_model)
+
+    @property
+    def bytes_moved(self) -> int:
+        """bytes_read + bytes_written."""
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def floor_bytes(self) -> int:
+        """The memory floor 2·d·itemsize: read x once, write the result once (eq. ``perf-floor``)."""
+        return 2 * self.dim * self.itemsize
+
+    @property
+    def ratio_floor(self) -> float:
+        """bytes_moved / floor_bytes: how many copies' worth of memory traffic."""
+        return self.bytes_moved / self.floor_bytes
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, flops per byte moved (eq. ``perf-intensity``)."""
+        return self.flops / self.bytes_moved
+
+
+def _dtype_name(dtype: str | torch.dtype) -> str:
+    if isinstance(dtype, torch.dtype):
+        names = {v: k for k, v in DTYPES.items()}
+        if dtype not in names:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype}")
+        return names[dtype]
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    return dtype
+
+
+def cost_model(dim: int, dtype: str | torch.dtype = "float32", *, method: str) -> Cost:
+    """Bytes moved, flops and passes over x per token-head for one way of applying RoPE (09_performance).
+
+    ``method`` is one of :data:`METHODS`, the names :func:`run` times. With
+    s = itemsize of ``dtype`` and d = ``dim``, per token-head:
+
+    * ``copy``, ``copy_out``: read x, write the result: 2ds bytes, the floor
+      (eq. ``perf-floor``), 1 pass, 0 flops.
+    * ``hf``: ``x*cos + rotate_half(x)*sin`` in eager torch: five operations,
+      each reading its inputs from memory and writing its result there:
+      x·cos (d read, d written), −x₂ (d/2, d/2), cat (d, d), ·sin (d, d),
+      the sum (2d, d): 5.5ds read + 4.5ds written = 10ds, five times the
+      floor (eq. ``perf-hf``).
+    * ``complex`` (Meta's ``apply_rotary_emb``): upcast to float32, view the
+      pairs as complex, multiply by the phasor table, view as real, cast
+      back. For float32 the casts are no-ops: one pass, 2·4d bytes. Otherwise
+      three passes: upcast (sd read, 4d written), multiply (4d, 4d), cast back
+      (4d, sd): (16 + 2s)d bytes (eq. ``perf-complex``).
+    * ``ropelab_interleaved[_out]`` in float32/float64: one complex
+      multiplication straight into the result, 2ds bytes, 1 pass (the
+      floor). In narrower dtypes, and ``ropelab_half_split[_out]`` always:
+      ``out = x·cos`` (d read, d written), then two in-place fused
+      multiply-adds on the halves, ``out₁ −= x₂·sin₁`` and
+      ``out₂ += x₁·sin₂`` (each d/2 of out and d/2 of x read, d/2
+      written): 3ds read + 2ds written = 5ds, 3 passes (eq. ``perf-fused``).
+    * ``dense_R``: ``R_m @ x_m``: reads x, writes the result (2ds), but
+      d(2d − 1) flops (04_rotation_matrix, eq. ``rmat-flops``) and d² table
+      entries.
+
+    Assumptions: nothing x-sized stays in cache between two operations (true
+    when q and k are much larger than the cache; small decode batches break
+    it, and then per-call overhead dominates). Bytes count the elements an
+    operation touches; a strided half (the interleaved even/odd channels in
+    the 3-pass path) touches every cache line of x, so hardware that moves
+    whole lines moves up to twice those bytes. The tables (cos and sin
+    ``(seq, d)``, the phasors ``(seq, d/2)``, R ``(seq, d, d)``) broadcast
+    over batch and heads: a table row is read from memory once per token and
+    from cache for every other head, so ``table_elems`` (entries read per
+    token-head) is reported but not counted in the bytes; building the
+    phasor table (ropelab's interleaved path, once per call and token) is
+    not counted either. Allocation (``empty_like``) moves no data. Flops
+    count multiplications and additions; a complex multiplication is 4 + 2,
+    sign flips and dtype casts are free.
+
+    Args:
+        dim: head dimension d (positive, even).
+        dtype: the dtype of x (a name in :data:`DTYPES` or a torch.dtype).
+        method: one of :data:`METHODS`.
+
+    Returns:
+        A :class:`Cost` (integers per token-head, bytes in x's itemsize).
+    """
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0 or dim % 2:
+        raise ValueError(f"dim must be a positive even int, got {dim!r}")
+    name = _dtype_name(dtype)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
+    d, s = dim, DTYPES[name].itemsize
+    wide = name in ("float32", "float64")
+    if method in ("copy", "copy_out"):
+        read, written, flops, passes, table = d * s, d * s, 0, 1, 0
+    elif method == "hf":
+        # x*cos, -x2, cat(-x2, x1), rotate_half(x)*sin, the sum
+        read = (d + d // 2 + d + d + 2 * d) * s
+        written = (d + d // 2 + d + d + d) * s
+        flops, passes, table = 3 * d, 5, 2 * d
+    elif method == "complex":
+        flops, table = 3 * d, d  # 6 flops per complex product; d/2 complex phasors
+        if name == "float32":
+            read, written, passes = 4 * d, 4 * d, 1
+        else:  # upcast, multiply in complex64, cast back
+            read, written, passes = s * d + 4 * d + 4 * d, 4 * d + 4 * d + s * d, 3
+    elif method == "dense_R":
+        read, written, flops, passes, table = d * s, d * s, d * (2 * d - 1), 1, d * d
+    elif method.startswith("ropelab_interleaved") and wide:
+        read, written, flops, passes, table = d * s, d * s, 3 * d, 1, d
+    else:  # out = x*cos; out_1 -= x_2*sin_1; out_2 += x_1*sin_2
+        read = (d + d // 2 + d // 2 + d // 2 + d // 2) * s
+        written = (d + d // 2 + d // 2) * s
+        flops, passes, table = 3 * d, 3, 2 * d
+    return Cost(method, d, name, s, read, written, flops, passes, table)
+
+
+_NO_DATA = frozenset({"empty_like", "empty", "empty_strided", "new_empty", "new_empty_strided"})
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Memory traffic of a traced call: totals over all its inputs (see :func:`trace_traffic`)."""
+
+    bytes_read: int
+    bytes_written: int
+    ops: tuple[str, ...]  # the operations that touched x-sized data, in order
+
+    @property
+    def passes(self) -> int:
+        """How many operations read or wrote x-sized data."""
+        return len(self.ops)
+
+
+def trace_traffic(fn: Callable[[], object], *inputs: Tensor) -> Traffic:
+    """Run ``fn()`` and add up the bytes each torch operation reads and writes of data derived from ``inputs``.
+
+    An independent check of :func:`cost_model`: instead of counting by hand,
+    it watches every operation torch dispatches (``TorchDispatchMode``).
+    Data derived from ``inputs`` (q and k, their views, every temporary
+    computed from them, every buffer written from them) is tracked by
+    storage; for each operation that reads tracked data it counts the bytes
+    of its tracked inputs as read and of its results as written. Views move
+    nothing; operations on the tables alone (casting cos, building phasors)
+    and allocations are not counted, as in the cost model. An in-place
+    operation reads and writes its target; ``copy_`` and ``out=`` only write.
+
+    Args:
+        fn: a zero-argument callable, e.g. ``lambda: apply_rotary(q, cos, sin)``.
+        inputs: the x-sized tensors ``fn`` reads.
+
+    Returns:
+        A :class:`Traffic` with the totals (divide by the number of
+        token-heads for per-token-head bytes).
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    def storage(t: Tensor) -> int:
+        return t.untyped_storage().data_ptr()
+
+    tracked = {storage(t) for t in inputs}
+    alive: list[Tensor] = []  # keep every written tensor alive, so no later tensor reuses its address
+    counts = {"read": 0, "written": 0}
+    ops: list[str] = []
+
+    class Tracer(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            result = func(*args, **kwargs)
+            schema = func._schema
+            name = func.overloadpacket.__name__
+            if name in _NO_DATA:
+                return result  # allocations read no data
+            if all(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns) and schema.returns:
+                return result  # a view: no data moves
+            read: list[Tensor] = []
+            written: list[Tensor] = []
+            for i, arg in enumerate(schema.arguments):
+                value = args[i] if i < len(args) else kwargs.get(arg.name)
+                tensors = [v for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, Tensor)]
+                is_write = arg.alias_info is not None and arg.alias_info.is_write
+                write_only = is_write and (arg.kwarg_only or name == "copy_")
+                if is_write:
+                    written.extend(tensors)
+                if not write_only:
+                    read.extend(tensors)
+            if not any(r.alias_info is not None for r in schema.returns):  # fresh results
+                outs = result if isinstance(result, (list, tuple)) else [result]
+                written.extend(t for t in outs if isinstance(t, Tensor))
+            read_tracked = [t for t in read if storage(t) in tracked]
+            if not read_tracked:
+                return result  # tables, allocations
+            counts["read"] += sum(t.numel() * t.element_size() for t in read_tracked)
+            counts["written"] += sum(t.numel() * t.element_size() for t in written)
+            tracked.update(storage(t) for t in written)
+            alive.extend(written)
+            ops.append(name)
+            return result
+
+    with Tracer():
+        fn()
+    return Traffic(counts["read"], counts["written"], tuple(ops))
 
 
 def machine_info(device: torch.device) -> dict[str, object]:
@@ -203,6 +441,61 @@ def format_table(results: Sequence[Result]) -> str:
         ratio_h = "-" if r.ratio_hf is None else f"{r.ratio_hf:.2f}"
         lines.append(f"{str(r.shape):<20} {r.dtype:<9} {r.method:<24} {median:>10} {ratio_f:>8} {ratio_h:>7}  {r.note}")
     return "\n".join(lines)
+
+
+def load(path: str | os.PathLike) -> tuple[dict[str, object], list[Result]]:
+    """Read a results file written by ``--json``: ``(machine, results)``, shapes as tuples."""
+    with open(path) as f:
+        data = json.load(f)
+    results = [Result(**{**r, "shape": tuple(r["shape"])}) for r in data["results"]]
+    return data["machine"], results
+
+
+PREFILL_SHAPES = DEFAULT_SHAPES[:2]  # many tokens: q and k far larger than any cache
+DECODE_SHAPES = DEFAULT_SHAPES[2:]  # one token for each of 64 sequences
+
+
+@dataclass(frozen=True)
+class Target:
+    """One performance target: ``method``'s time over ``against``'s must be at most ``limit``."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    method: str
+    against: str  # "floor" (copy or copy_out, the method's own floor) or "hf"
+    limit: float
+    ratio: float | None  # None when the method was not timed
+
+    @property
+    def holds(self) -> bool | None:
+        """ratio <= limit, or None when there is no ratio."""
+        return None if self.ratio is None else self.ratio <= self.limit
+
+
+def targets(results: Sequence[Result]) -> list[Target]:
+    """The targets ropelab's fast path is built for, evaluated on measured ``results`` (09_performance).
+
+    * float32, prefill shapes: ``ropelab_half_split`` and ``ropelab_interleaved``
+      at most 1.5× the copy floor and at most 0.3× the HF formula; their
+      ``_out`` variants at most 1.5× ``copy_out``.
+    * bfloat16 (every shape) and the decode shape (every dtype): every
+      ropelab method no slower than the HF formula (at most 1.0×).
+
+    These are measurements, not guarantees: the book prints whether each holds.
+    """
+    plain = ("ropelab_half_split", "ropelab_interleaved")
+    out = ("ropelab_half_split_out", "ropelab_interleaved_out")
+    found: list[Target] = []
+    for r in results:
+        if r.dtype == "float32" and r.shape in PREFILL_SHAPES:
+            if r.method in plain:
+                found.append(Target(r.shape, r.dtype, r.method, "floor", 1.5, r.ratio_floor))
+                found.append(Target(r.shape, r.dtype, r.method, "hf", 0.3, r.ratio_hf))
+            elif r.method in out:
+                found.append(Target(r.shape, r.dtype, r.method, "floor", 1.5, r.ratio_floor))
+        if r.method in plain + out and (r.dtype == "bfloat16" or r.shape in DECODE_SHAPES):
+            found.append(Target(r.shape, r.dtype, r.method, "hf", 1.0, r.ratio_hf))
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:

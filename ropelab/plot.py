@@ -682,6 +682,78 @@ def angle_precision(
     return _finish(fig, f"Error of cos(m·θ_j) when the angle is computed in each dtype (cos taken {where}), d = {dim}")
 
 
+# --- 09_performance -----------------------------------------------------------
+
+__all__ += ["bench_ratios"]
+
+
+def bench_ratios(results, *, model: bool = True) -> Figure:
+    """Measured time of each method over its memory floor: bars per method and shape, one panel per dtype (09_performance).
+
+    The y axis is log scaled. A dashed line marks the floor (1×: the copy that
+    reads and writes the same bytes, ``copy`` or ``copy_out``), a grey band the
+    HF formula ``x*cos + rotate_half(x)*sin``. With ``model`` a black tick per
+    method marks the bytes it moves over the floor's, by
+    :func:`ropelab.bench.cost_model` (eq. ``perf-floor``): where the bar stands
+    far above its tick, something other than memory traffic costs the time
+    (arithmetic for the dense R, per-call overhead for tiny tensors).
+
+    Args:
+        results: :class:`ropelab.bench.Result` objects or their dicts (as in
+            a ``--json`` file), any shapes and dtypes; methods without a time
+            (skipped) get no bar.
+        model: draw the cost model's ratio as a tick per method.
+
+    Returns:
+        A Figure with one axis per dtype.
+    """
+    from dataclasses import asdict, is_dataclass
+
+    from .bench import cost_model
+
+    rows = [asdict(r) if is_dataclass(r) else dict(r) for r in results]
+    if not rows:
+        raise ValueError("results is empty")
+    dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
+    shapes = list(dict.fromkeys(tuple(r["shape"]) for r in rows))
+    methods = [m for m in dict.fromkeys(r["method"] for r in rows) if m not in ("copy", "copy_out")]
+    width = 0.8 / len(shapes)
+    fig, axes = _new_figure(1, len(dtypes), width=1.0 + 5.4 * len(dtypes), height=5.0, sharey=True, squeeze=False)
+    for ax, dtype in zip(axes[0], dtypes):
+        table = {(tuple(r["shape"]), r["method"]): r for r in rows if r["dtype"] == dtype}
+        if "hf" in methods:
+            i = methods.index("hf")
+            ax.axvspan(i - 0.45, i + 0.45, color="0.88", zorder=0, label="the HF formula")
+        for k, shape in enumerate(shapes):
+            xs, ys = [], []
+            for j, method in enumerate(methods):
+                r = table.get((shape, method))
+                x = j + (k - (len(shapes) - 1) / 2) * width
+                if r is not None and r["ratio_floor"] is not None:
+                    xs.append(x)
+                    ys.append(r["ratio_floor"])
+                elif r is not None:
+                    ax.text(x, 1.15, "skipped", rotation=90, ha="center", va="bottom", fontsize="x-small",
+                            color=f"C{k}")
+            ax.bar(xs, ys, width, color=f"C{k}", label=f"shape {shape}", zorder=2)
+        ax.axhline(1.0, color="0.2", ls="--", lw=1.2, label="memory floor (copy) = 1×", zorder=3)
+        if model:
+            ticks = [
+                (j, cost_model(int(shapes[0][-1]), dtype, method=m).ratio_floor) for j, m in enumerate(methods)
+            ]
+            ax.scatter([j for j, _ in ticks], [v for _, v in ticks], marker="_", s=400, linewidths=2.5,
+                       color="k", zorder=4, label="cost model: bytes moved / floor")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(methods)), methods, rotation=35, ha="right", fontsize="small")
+        ax.set_xlabel("method")
+        ax.set_title(dtype, fontsize="medium")
+        ax.grid(True, axis="y", which="major", alpha=0.3)
+    axes[0][0].set_ylabel("median time / floor's median time (×)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize="small")
+    return _finish(fig, "Time of each method over the memory floor (log scale; lower is better)")
+
+
 # --- 10_multi_axis ------------------------------------------------------------
 
 __all__ += ["patch_score_maps"]
