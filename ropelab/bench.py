@@ -148,11 +148,16 @@ def cost_model(dim: int, dtype: str | torch.dtype = "float32", *, method: str) -
       (4d, sd): (16 + 2s)d bytes (eq. ``perf-complex``).
     * ``ropelab_interleaved[_out]`` in float32/float64: one complex
       multiplication straight into the result, 2ds bytes, 1 pass (the
-      floor). In narrower dtypes, and ``ropelab_half_split[_out]`` always:
-      ``out = x·cos`` (d read, d written), then two in-place fused
-      multiply-adds on the halves, ``out₁ −= x₂·sin₁`` and
-      ``out₂ += x₁·sin₂`` (each d/2 of out and d/2 of x read, d/2
+      floor). In bfloat16/float16 (no complex type): upcast (sd read, 4d
+      written), an in-place complex multiplication (4d, 4d) and one rounding
+      back (4d, sd): (16 + 2s)d bytes, 3 passes, like ``complex``.
+    * ``ropelab_half_split[_out]``: ``out = x·cos`` (d read, d written), then
+      two in-place fused multiply-adds on the halves, ``out₁ −= x₂·sin₁``
+      and ``out₂ += x₁·sin₂`` (each d/2 of out and d/2 of x read, d/2
       written): 3ds read + 2ds written = 5ds, 3 passes (eq. ``perf-fused``).
+      On the CPU ropelab runs the three passes block by block over cache-sized
+      blocks of rows, so of those 5ds only about the floor's 2ds cross the
+      memory bus; the model counts what the operations touch.
     * ``dense_R``: ``R_m @ x_m``: reads x, writes the result (2ds), but
       d(2d − 1) flops (04_rotation_matrix, eq. ``rmat-flops``) and d² table
       entries.
@@ -204,6 +209,8 @@ def cost_model(dim: int, dtype: str | torch.dtype = "float32", *, method: str) -
         read, written, flops, passes, table = d * s, d * s, d * (2 * d - 1), 1, d * d
     elif method.startswith("ropelab_interleaved") and wide:
         read, written, flops, passes, table = d * s, d * s, 3 * d, 1, d
+    elif method.startswith("ropelab_interleaved"):  # upcast, complex multiply in place, round back
+        read, written, flops, passes, table = s * d + 4 * d + 4 * d, 4 * d + 4 * d + s * d, 3 * d, 3, d
     else:  # out = x*cos; out_1 -= x_2*sin_1; out_2 += x_1*sin_2
         read = (d + d // 2 + d // 2 + d // 2 + d // 2) * s
         written = (d + d // 2 + d // 2) * s
