@@ -225,11 +225,11 @@ def partial_phasor_sums(distances: DistancesLike, dim: int, base: float = 10000.
 
 
 def decay_bound(distances: DistancesLike, dim: int, base: float = 10000.0) -> Tensor:
-    """RoFormer's relative upper bound (1/(d/2)) Σ_{j=1}^{d/2} |S_j(δ)| (06_attention_and_decay, eq. ``attn-decay-bound``).
+    """RoFormer's relative upper bound ``(1/(d/2)) Σ_{j=1}^{d/2} |S_j(δ)|`` (06_attention_and_decay, eq. ``attn-decay-bound``).
 
-    With S_j the sum of the first j phasors e^{iδθ_l} (:func:`partial_phasor_sums`),
-    |score at distance δ| ≤ (max_j |h_{j+1} - h_j|) · (d/2) · decay_bound(δ)
-    (eq. ``attn-abel-bound``). Since |S_j| ≤ j, the bound is largest at δ = 0,
+    With ``S_j`` the sum of the first j phasors ``e^{iδθ_l}`` (:func:`~ropelab.attention.partial_phasor_sums`),
+    ``|score at distance δ| ≤ (max_j |h_{j+1} - h_j|) · (d/2) · decay_bound(δ)``
+    (eq. ``attn-abel-bound``). Since ``|S_j| ≤ j``, the bound is largest at δ = 0,
     where it equals (d/2 + 1)/2; it is even in δ and non-negative.
 
     Args:

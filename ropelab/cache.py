@@ -104,12 +104,7 @@ class RotaryEmbedding(nn.Module):
         layout: ``"half_split"`` or ``"interleaved"``.
         max_position: initial cache capacity in positions.
 
-    ``forward(q, k, positions=None, offset=0)``: q ``(..., seq, head_dim)``
-    and k ``(..., seq, head_dim)`` (heads may differ, as in grouped-query
-    attention); positions ``(seq,)`` or per-row ``(batch, seq)`` integers,
-    by default ``arange(seq)``; ``offset`` is added to every position (the
-    number of tokens already in the KV cache). Returns rotated ``(q, k)`` in
-    their dtypes.
+    Call it as ``q, k = rope(q, k, positions=None, offset=0)``: see :meth:`forward`.
     """
 
     inv_freq: Tensor
@@ -198,6 +193,21 @@ class RotaryEmbedding(nn.Module):
         return self.cos_cached[pos], self.sin_cached[pos]
 
     def forward(self, q: Tensor, k: Tensor, positions: PositionsLike | None = None, offset: int = 0) -> tuple[Tensor, Tensor]:
+        """Rotate q and k by their positions, from the cached tables (05_cache_and_decoding).
+
+        Args:
+            q: ``(..., seq, head_dim)``, e.g. ``(batch, heads, seq, head_dim)``.
+            k: ``(..., seq, head_dim)``; its number of heads may differ from q's
+                (grouped-query attention). Channels past the rotated ``dim``
+                pass through unchanged (partial rotary).
+            positions: ``(seq,)``, or per-row ``(batch, seq)`` integers; by
+                default ``arange(seq)``.
+            offset: added to every position: the number of tokens already in
+                the KV cache when decoding.
+
+        Returns:
+            ``(q, k)`` rotated, each in its own dtype, shape and device.
+        """
         q, k = check_x(q, "q"), check_x(k, "k")
         if q.shape[-2] != k.shape[-2]:
             raise ValueError(f"q and k must have the same seq length, got q {tuple(q.shape)} and k {tuple(k.shape)}")

@@ -47,6 +47,10 @@ def wavelengths(dim: int, base: float = 10000.0) -> Tensor:
     Pair j returns to its starting angle every λ_j positions; λ_0 = 2π and
     λ_{d/2-1} = 2π·base^((d-2)/d).
 
+    Args:
+        dim: head dimension d (positive, even).
+        base: the base b > 1.
+
     Returns:
         Tensor ``(dim // 2,)``, increasing.
     """

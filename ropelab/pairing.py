@@ -88,7 +88,7 @@ def _check_weight(weight: Tensor, n_heads: int) -> int:
 def permute_qk_weight(weight: Tensor, n_heads: int) -> Tensor:
     """Convert a Meta (interleaved) q or k projection to the half-split layout (03_pairing, eq. ``weightperm``).
 
-    Within each head the output rows are reordered by :func:`half_split_permutation`,
+    Within each head the output rows are reordered by :func:`~ropelab.pairing.half_split_permutation`,
     so that ``x @ permute_qk_weight(W).T`` equals ``to_half_split`` of
     ``x @ W.T`` head by head. Half-split RoPE on the converted weights then
     gives exactly the attention scores of interleaved RoPE on the original

@@ -74,7 +74,7 @@ def rotate_half(x: Tensor) -> Tensor:
 def rotate_interleaved(x: Tensor) -> Tensor:
     """The 90° rotation of every interleaved pair: (x_{2i}, x_{2i+1}) -> (-x_{2i+1}, x_{2i}).
 
-    The interleaved twin of :func:`rotate_half` (03_pairing, eq. ``rotateinterleaved``).
+    The interleaved twin of :func:`~ropelab.rotate_half` (03_pairing, eq. ``rotateinterleaved``).
 
     Shapes: ``(..., dim)`` -> ``(..., dim)``.
     """
@@ -212,7 +212,7 @@ def apply_rotary(
     """Rotate every channel pair of ``x`` by its angle: ``x·cos + rot(x)·sin`` (03_pairing, eq. ``halfsplit``).
 
     ``rot`` is :func:`rotate_half` for ``"half_split"`` and
-    :func:`rotate_interleaved` for ``"interleaved"``; ``cos``/``sin`` must be
+    :func:`~ropelab.rotary.rotate_interleaved` for ``"interleaved"``; ``cos``/``sin`` must be
     laid out for the same ``layout`` (see :func:`cos_sin`). The tables are
     cast to ``x``'s dtype first, as transformers does, so the result has
     ``x``'s dtype and device. ``x`` is not modified.

@@ -9,7 +9,11 @@ check what a reader would see:
 * every ``<img>`` loaded (``naturalWidth > 0``);
 * nothing is fetched from outside 127.0.0.1 (external requests are aborted and
   recorded), and no script, stylesheet, preload or image points outside;
-* no request failed or answered an HTTP error, no console error, no page error.
+* no request failed or answered an HTTP error, no console error, no page error;
+* every link inside the book resolves: for each ``<a href>`` that points into
+  the build, the target file exists and its ``#fragment``, if any, is the id
+  of an element of the target page (external http(s) links and mailto: are
+  not followed).
 
 The browser is the system's Chromium (Debian: ``apt-get install chromium``),
 driven by Playwright with ``executable_path``; Playwright never downloads one.
@@ -20,6 +24,7 @@ Without Chromium the tests are skipped, unless ``ROPELAB_REQUIRE_BROWSER=1``
 from __future__ import annotations
 
 import functools
+import html.parser
 import http.server
 import os
 import re
@@ -27,7 +32,7 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -74,6 +79,7 @@ async () => {
     return broken;
 }
 """
+LINKS = "[...document.querySelectorAll('a[href]')].map(a => a.href)"
 REDIRECT = re.compile(r'<meta\s+http-equiv="refresh"\s+content="\d+;\s*url=([^"]+)"', re.IGNORECASE)
 
 
@@ -99,6 +105,53 @@ def _chromium() -> str | None:
 
 
 PAGES = _pages()
+
+
+class _IdCollector(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name == "id" and value:
+                self.ids.add(value)
+
+
+@functools.lru_cache(maxsize=None)
+def _ids(path: Path) -> frozenset[str]:
+    """The element ids of a built HTML file, as the browser would find them (read once per run)."""
+    collector = _IdCollector()
+    collector.feed(path.read_text(encoding="utf-8", errors="replace"))
+    return frozenset(collector.ids)
+
+
+def _broken_links(hrefs: list[str], server: str, page_path: str, page_ids: set[str]) -> list[str]:
+    """The hrefs (already absolute) that point into the build but miss a file or an anchor.
+
+    ``page_ids`` are the ids of the page as loaded, for links to its own anchors.
+    External links (another host, mailto:, javascript:, data:) are skipped.
+    """
+    broken = []
+    for href in dict.fromkeys(hrefs):
+        if not href.startswith(server + "/"):
+            continue  # http(s) elsewhere, mailto:, javascript:, ...
+        parts = urlsplit(href)
+        rel = unquote(parts.path).lstrip("/")
+        target = HTML / rel
+        if rel == "" or rel.endswith("/") or target.is_dir():
+            target = target / "index.html"
+        if not target.is_file():
+            broken.append(f"link to a missing file: {href}")
+            continue
+        fragment = unquote(parts.fragment)
+        if not fragment:
+            continue
+        same_page = target.resolve() == (HTML / page_path).resolve()
+        ids = page_ids if same_page else _ids(target.resolve())
+        if target.suffix == ".html" and fragment not in ids:
+            broken.append(f"link to a missing anchor #{fragment}: {href}")
+    return broken
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -196,6 +249,10 @@ def test_page_renders(page_path: str, server: str, browser_context) -> None:
             page.evaluate("window.MathJax.startup.promise")
         page.wait_for_load_state("networkidle")
 
+        if not redirect:
+            page_ids = set(page.evaluate("[...document.querySelectorAll('[id]')].map(e => e.id)"))
+            problems += _broken_links(page.evaluate(LINKS), server, page_path, page_ids)
+
         fetching = page.evaluate(FETCHING_ELEMENTS)
         problems += [f"points outside the book: {u}" for u in fetching if not u.startswith((server + "/", "data:", "blob:"))]
         problems += [f"image did not load: {u}" for u in page.evaluate(BROKEN_IMAGES)]
@@ -216,3 +273,27 @@ def test_pages_found() -> None:
         pytest.fail(f"no built book in {HTML}: run `make test` (it builds the book first) or `make book`", pytrace=False)
     assert "book/intro.html" in PAGES
     assert len([p for p in PAGES if p.startswith("book/")]) >= 2, PAGES
+
+
+NOTEBOOKS = sorted(p.stem for p in (ROOT / "book").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS or ["<no notebooks>"])
+def test_notebook_page_offers_download_and_launch(name: str) -> None:
+    """A chapter page links its own .ipynb (download button) and opens it in Colab and Binder (launch buttons).
+
+    The downloaded file is the notebook itself, stored outputs included; the
+    launch links name the notebook's path in the repository of _config.yml.
+    """
+    page = HTML / "book" / f"{name}.html"
+    if not page.is_file():
+        pytest.fail(f"no built page for book/{name}.ipynb in {HTML}: build the book first (`make book`)", pytrace=False)
+    text = page.read_text(encoding="utf-8")
+    hrefs = re.findall(r'href="([^"]+)"', text)
+    download = f"../_sources/book/{name}.ipynb"
+    assert download in hrefs, f"book/{name}.html has no download link {download}"
+    assert (page.parent / download).resolve().read_bytes() == (ROOT / "book" / f"{name}.ipynb").read_bytes()
+    colab = [h for h in hrefs if h.startswith("https://colab.research.google.com/github/")]
+    binder = [h for h in hrefs if h.startswith("https://mybinder.org/v2/gh/")]
+    assert colab and colab[0].endswith(f"/blob/main/book/{name}.ipynb"), colab
+    assert binder and binder[0].endswith(f"/main?urlpath=lab/tree/book/{name}.ipynb"), binder
