@@ -28,6 +28,7 @@ import platform
 import statistics
 import sys
 import time
+from pathlib import Path
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
@@ -448,6 +449,12 @@ def format_table(results: Sequence[Result]) -> str:
         ratio_h = "-" if r.ratio_hf is None else f"{r.ratio_hf:.2f}"
         lines.append(f"{str(r.shape):<20} {r.dtype:<9} {r.method:<24} {median:>10} {ratio_f:>8} {ratio_h:>7}  {r.note}")
     return "\n".join(lines)
+
+
+# The results chapter 09 reads, written by
+# `python -m ropelab.bench --dtype float32 --dtype bfloat16 --json ropelab/data/bench_cpu.json`;
+# shipped inside the package so that the chapter also runs in a hosted notebook.
+REFERENCE_RESULTS = Path(__file__).parent / "data" / "bench_cpu.json"
 
 
 def load(path: str | os.PathLike) -> tuple[dict[str, object], list[Result]]:
