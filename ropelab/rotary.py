@@ -136,8 +136,9 @@ def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) 
     The plain formula makes four full-size temporaries (x·cos, rot(x), its
     product with sin, and the sum). Here interleaved pairs are one complex
     multiplication by the phasor table: a single pass over a float32/float64
-    x, and for bfloat16/float16 (torch has no complex type for them) one
-    upcast, an in-place multiplication and one rounding back. Half-split
+    x, and for bfloat16/float16 (torch has no complex type for them) an
+    upcast into a float32 scratch block, an in-place multiplication and one
+    rounding back, block by block on the CPU. Half-split
     pairs take one multiplication that writes x·cos into ``out`` and two fused
     multiply-adds that add ∓x_partner·sin into its two halves in place; on the
     CPU a large x goes through in blocks of rows that stay in cache between
@@ -150,11 +151,19 @@ def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) 
         if x.dtype in (torch.float32, torch.float64):
             torch.mul(torch.view_as_complex(x.unflatten(-1, (h, 2))), phasor,
                       out=torch.view_as_complex(out.unflatten(-1, (h, 2))))
-        else:
-            wide = x.float()
-            z = torch.view_as_complex(wide.unflatten(-1, (h, 2)))
-            z.mul_(phasor)
-            out.copy_(wide)
+            return
+        blocks = _cpu_blocks(out, x, phasor)
+        if blocks is None:
+            wide = x.float()  # upcast: the 16-bit dtypes have no complex type
+            torch.view_as_complex(wide.unflatten(-1, (h, 2))).mul_(phasor)
+            out.copy_(wide)  # one rounding back
+            return
+        scratch = torch.empty(blocks[0][1].numel(), dtype=torch.float32, device=x.device)
+        for o, xb, p in blocks:
+            wide = scratch[: xb.numel()].view(xb.shape)
+            wide.copy_(xb)
+            torch.view_as_complex(wide.unflatten(-1, (h, 2))).mul_(p)
+            o.copy_(wide)
         return
     blocks = _cpu_blocks(out, x, cos, sin)
     for o, xb, c, sn in blocks if blocks is not None else [(out, x, cos, sin)]:
@@ -176,25 +185,29 @@ def _mul_fma(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, h: i
     out[..., second].addcmul_(x[..., first], sin[..., second])
 
 
-def _cpu_blocks(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor) -> list[tuple[Tensor, ...]] | None:
-    """Split a large contiguous CPU problem into cache-sized blocks of rows, or None to do it in one go."""
+def _cpu_blocks(out: Tensor, x: Tensor, *tables: Tensor) -> list[tuple[Tensor, ...]] | None:
+    """Split a large contiguous CPU problem into cache-sized blocks of rows, or None to do it in one go.
+
+    Returns ``(out_block, x_block, *table_blocks)`` tuples; each table is
+    ``(..., seq, width)``, broadcast over x's leading axes.
+    """
     if x.device.type != "cpu" or x.ndim < 3 or not (x.is_contiguous() and out.is_contiguous()):
         return None
     seq, dim = x.shape[-2], x.shape[-1]
     if x.numel() * x.element_size() <= 2 * _BLOCK_BYTES:
         return None
-    try:  # the tables as (rows of x's leading axes, seq, dim) views; a copy would defeat the purpose
-        lead = tuple(x.shape[:-2])
-        tables = [t.expand(*lead, seq, dim).view(-1, seq, dim) for t in (cos, sin)]
+    lead = tuple(x.shape[:-2])
+    try:  # the tables as (rows of x's leading axes, seq, width) views; a copy would defeat the purpose
+        views = [t.expand(*lead, seq, t.shape[-1]).view(-1, seq, t.shape[-1]) for t in tables]
     except RuntimeError:
         return None
     xs, outs = x.view(-1, seq, dim), out.view(-1, seq, dim)
     rows = max(1, _BLOCK_BYTES // (dim * x.element_size()))
     if rows >= seq:
         g = rows // seq
-        return [(outs[i:i + g], xs[i:i + g], tables[0][i:i + g], tables[1][i:i + g]) for i in range(0, xs.shape[0], g)]
+        return [(outs[i:i + g], xs[i:i + g], *(v[i:i + g] for v in views)) for i in range(0, xs.shape[0], g)]
     return [
-        (outs[i, s:s + rows], xs[i, s:s + rows], tables[0][i, s:s + rows], tables[1][i, s:s + rows])
+        (outs[i, s:s + rows], xs[i, s:s + rows], *(v[i, s:s + rows] for v in views))
         for i in range(xs.shape[0])
         for s in range(0, seq, rows)
     ]
