@@ -10,7 +10,12 @@ from .complex import apply_rotary_complex
 from .device import default_device
 from .frequencies import angles, inv_freq, wavelengths
 from .matrix import rotation_matrix
-from .pairing import permute_qk_weight, to_half_split, to_interleaved, unpermute_qk_weight
+from .pairing import (
+    permute_qk_weight,
+    to_half_split,
+    to_interleaved,
+    unpermute_qk_weight,
+)
 from .rotary import apply_rotary, cos_sin, rotate_half
 from .scaling import scaled_inv_freq
 

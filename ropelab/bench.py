@@ -28,8 +28,8 @@ import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 import torch

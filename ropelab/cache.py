@@ -33,7 +33,14 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor, nn
 
-from ._checks import PositionsLike, as_positions, check_base, check_dim, check_layout, check_x
+from ._checks import (
+    PositionsLike,
+    as_positions,
+    check_base,
+    check_dim,
+    check_layout,
+    check_x,
+)
 from .rotary import apply_rotary, cos_sin
 from .scaling import normalize_scaling, scaled_inv_freq
 

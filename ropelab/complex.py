@@ -10,7 +10,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._checks import PositionsLike, as_positions, check_float_tensor, check_inv_freq, check_x
+from ._checks import (
+    PositionsLike,
+    as_positions,
+    check_float_tensor,
+    check_inv_freq,
+    check_x,
+)
 from .frequencies import angles
 
 __all__ = ["apply_rotary_complex", "as_complex_pairs", "from_complex_pairs", "relative_score"]

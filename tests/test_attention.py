@@ -10,7 +10,14 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ropelab import apply_rotary, cos_sin, decay_bound, inv_freq, rotation_matrix, to_half_split
+from ropelab import (
+    apply_rotary,
+    cos_sin,
+    decay_bound,
+    inv_freq,
+    rotation_matrix,
+    to_half_split,
+)
 from ropelab.attention import (
     is_toeplitz,
     pair_products,

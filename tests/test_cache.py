@@ -171,7 +171,10 @@ def test_module_scores_depend_only_on_distance(m, n, shift, layout):
 
 transformers = pytest.importorskip("transformers")
 from transformers import LlamaConfig  # noqa: E402
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb  # noqa: E402
+from transformers.models.llama.modeling_llama import (  # noqa: E402
+    LlamaRotaryEmbedding,
+    apply_rotary_pos_emb,
+)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

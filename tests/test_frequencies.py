@@ -4,12 +4,11 @@ import math
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ropelab import angles, inv_freq, wavelengths
-from hypothesis import given, settings
-from ropelab.frequencies import full_turn_pairs, wavelengths
+from ropelab.frequencies import full_turn_pairs
 
 even_dims = st.integers(1, 128).map(lambda h: 2 * h)
 bases = st.floats(1.5, 1e7, allow_nan=False)

@@ -4,14 +4,24 @@ import math
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ropelab import apply_rotary, apply_rotary_complex, cos_sin, inv_freq, rotation_matrix
-from ropelab.pairing import half_split_permutation
-from hypothesis import given, settings
 import ropelab
-from ropelab.matrix import STORAGE_FORMS, elementwise_flops, floats_per_position, matmul_flops
+from ropelab import (
+    apply_rotary,
+    apply_rotary_complex,
+    cos_sin,
+    inv_freq,
+    rotation_matrix,
+)
+from ropelab.matrix import (
+    STORAGE_FORMS,
+    elementwise_flops,
+    floats_per_position,
+    matmul_flops,
+)
+from ropelab.pairing import half_split_permutation
 
 F64 = torch.float64
 LAYOUTS = ["half_split", "interleaved"]

@@ -5,8 +5,15 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ropelab import (apply_rotary, cos_sin, inv_freq, permute_qk_weight, to_half_split, to_interleaved,
-                     unpermute_qk_weight)
+from ropelab import (
+    apply_rotary,
+    cos_sin,
+    inv_freq,
+    permute_qk_weight,
+    to_half_split,
+    to_interleaved,
+    unpermute_qk_weight,
+)
 from ropelab.pairing import half_split_permutation
 
 F64 = torch.float64
@@ -114,7 +121,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ropelab
-from ropelab.pairing import half_split_permutation
 
 
 def _transformers_permute(w, n_heads, dim1, dim2):

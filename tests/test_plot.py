@@ -36,9 +36,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from matplotlib.figure import Figure  # noqa: E402
 
-from ropelab import plot  # noqa: E402
 
 
 def test_pair_rotation_panels_and_zoom():
@@ -108,10 +106,7 @@ def test_rotation_cost():
 # --- chapter 03 additions ---
 import pytest
 import torch
-from matplotlib.figure import Figure
 from matplotlib.text import Annotation
-
-from ropelab import plot
 
 
 @pytest.mark.parametrize("dim", [4, 8, 16])
@@ -206,13 +201,10 @@ def test_decode_scores():
 
 """Tests for ropelab.plot: each figure function returns a labelled Figure."""
 
-from matplotlib.figure import Figure
 
-from ropelab import plot
 
 # --- 06_attention_and_decay ---
 
-import torch  # noqa: E402
 
 from ropelab import decay_bound  # noqa: E402
 from ropelab.attention import relative_score, rope_scores  # noqa: E402

@@ -184,7 +184,10 @@ def test_rotate_half_is_a_quarter_turn(dim, seed):
 
 transformers = pytest.importorskip("transformers")
 from transformers import LlamaConfig  # noqa: E402
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb  # noqa: E402
+from transformers.models.llama.modeling_llama import (  # noqa: E402
+    LlamaRotaryEmbedding,
+    apply_rotary_pos_emb,
+)
 
 
 def hf_rotary(head_dim=16, heads=4, base=10000.0):

@@ -14,12 +14,20 @@ import pytest
 import torch
 
 from ropelab import RotaryEmbedding, inv_freq, scaled_inv_freq
-from ropelab.scaling import ntk_scaled_base, yarn_correction_range, yarn_mscale, yarn_ramp
+from ropelab.scaling import (
+    ntk_scaled_base,
+    yarn_correction_range,
+    yarn_mscale,
+    yarn_ramp,
+)
 
 transformers = pytest.importorskip("transformers")
 from transformers import LlamaConfig  # noqa: E402
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb  # noqa: E402
+from transformers.models.llama.modeling_llama import (  # noqa: E402
+    LlamaRotaryEmbedding,
+    apply_rotary_pos_emb,
+)
 
 HEAD_DIM = 64
 
