@@ -328,26 +328,41 @@ def machine_info(device: torch.device) -> dict[str, object]:
     return info
 
 
+SAMPLE_SECONDS = 2e-3  # one timed sample runs the method often enough to last about this long
+
+
 def _timer(device: torch.device, fn: Callable[[], object], *, min_runs: int, min_time: float) -> tuple[float, int]:
-    """Median seconds of ``fn`` after warm-up: CUDA events on a GPU, perf_counter on the CPU."""
-    for _ in range(3):
-        fn()
-    times: list[float] = []
-    start_all = time.perf_counter()
-    while len(times) < min_runs or (time.perf_counter() - start_all < min_time and len(times) < 1000):
+    """Median seconds per call of ``fn`` after warm-up: CUDA events on a GPU, perf_counter on the CPU.
+
+    Each sample times ``number`` back-to-back calls, with ``number`` chosen
+    so that a sample lasts about :data:`SAMPLE_SECONDS` (1 for anything
+    slower), as ``timeit`` does: a decoding step of a fraction of a
+    millisecond is otherwise dominated by timer and scheduling jitter.
+    Returns the median over samples and the number of calls timed.
+    """
+
+    def sample(number: int) -> float:
         if device.type == "cuda":
             begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize(device)
             begin.record()
-            fn()
+            for _ in range(number):
+                fn()
             end.record()
             torch.cuda.synchronize(device)
-            times.append(begin.elapsed_time(end) / 1e3)
-        else:
-            t0 = time.perf_counter()
+            return begin.elapsed_time(end) / 1e3 / number
+        t0 = time.perf_counter()
+        for _ in range(number):
             fn()
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times), len(times)
+        return (time.perf_counter() - t0) / number
+
+    first = min(sample(1) for _ in range(3))  # warm-up, and a first estimate
+    number = max(1, int(SAMPLE_SECONDS / max(first, 1e-7)))
+    times: list[float] = []
+    start_all = time.perf_counter()
+    while len(times) < min_runs or (time.perf_counter() - start_all < min_time and len(times) < 1000):
+        times.append(sample(number))
+    return statistics.median(times), len(times) * number
 
 
 def _hf_rotate_half(x: Tensor) -> Tensor:
@@ -518,7 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dtype", action="append", choices=sorted(DTYPES), help="repeatable; default float32")
     parser.add_argument("--shape", action="append", help="comma-separated, e.g. 1,32,4096,128; repeatable")
     parser.add_argument("--json", metavar="PATH", help="also write the machine and results as JSON")
-    parser.add_argument("--min-runs", type=int, default=10, help="timed runs per method at least (default 10)")
+    parser.add_argument("--min-runs", type=int, default=10, help="timed samples per method at least (default 10)")
     parser.add_argument("--min-time", type=float, default=0.5, help="seconds per method at least (default 0.5)")
     args = parser.parse_args(argv)
 
