@@ -26,7 +26,16 @@ from typing import Sequence, Union
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_base, check_dim, check_layout, check_x
+from ._checks import (
+    as_positions,
+    check_base,
+    check_dim,
+    check_float_tensor,
+    check_layout,
+    check_x,
+)
+from .complex import pair_products
+from .complex import relative_score as complex_relative_score
 from .frequencies import inv_freq
 from .rotary import apply_rotary, cos_sin
 
@@ -40,21 +49,6 @@ __all__ = [
 ]
 
 DistancesLike = Union[Tensor, Sequence[int], range, int]
-
-
-def _as_distances(distances: DistancesLike) -> Tensor:
-    """Integer relative distances δ = m - n (any sign) as an int64 tensor."""
-    if isinstance(distances, Tensor):
-        t = distances
-    elif isinstance(distances, bool):
-        raise TypeError("distances must be integers, got bool")
-    elif isinstance(distances, (int, range, list, tuple)):
-        t = torch.as_tensor(list(distances) if isinstance(distances, range) else distances)
-    else:
-        raise TypeError(f"distances must be an integer tensor, int or sequence of ints, got {type(distances).__name__}")
-    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-        raise TypeError(f"distances must have an integer dtype (m - n in tokens), got {t.dtype}")
-    return t.long()
 
 
 def _float64_device(device: torch.device) -> torch.device:
@@ -125,44 +119,6 @@ def rope_scores(
     return q_rot.to(dtype) @ k_rot.to(dtype).transpose(-1, -2)
 
 
-def pair_products(q: Tensor, k: Tensor, *, layout: str = "half_split") -> Tensor:
-    """h_j = q_j · conj(k_j) for every channel pair j (06_attention_and_decay, eq. ``attn-complex-score``).
-
-    Pair j is read as the complex number q_j = q_{2j} + i·q_{2j+1}
-    (``"interleaved"``) or q_j = q_j + i·q_{j+d/2} (``"half_split"``), the
-    number RoPE multiplies by e^{imθ_j} in either layout. Then
-    ⟨q, k⟩ = Re Σ_j h_j.
-
-    Args:
-        q, k: ``(..., dim)`` real vectors with broadcastable leading axes.
-        layout: ``"half_split"`` or ``"interleaved"``.
-
-    Returns:
-        Complex tensor ``(..., dim // 2)``: complex128 when both are float64, else complex64.
-    """
-    layout = check_layout(layout)
-    for name, t in (("q", q), ("k", k)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if not t.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
-        if t.ndim < 1 or t.shape[-1] == 0 or t.shape[-1] % 2:
-            raise ValueError(f"{name}'s last axis (dim) must be even and non-empty, got shape {tuple(t.shape)}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must have the same dim (last axis), got q {tuple(q.shape)} and k {tuple(k.shape)}")
-    work = torch.float64 if q.dtype == k.dtype == torch.float64 else torch.float32
-
-    def as_complex(x: Tensor) -> Tensor:
-        x = x.to(work)
-        if layout == "interleaved":
-            re, im = x[..., 0::2], x[..., 1::2]
-        else:
-            re, im = x.chunk(2, dim=-1)
-        return torch.complex(re.contiguous(), im.contiguous())
-
-    return as_complex(q) * as_complex(k).conj()
-
-
 def relative_score(
     q: Tensor,
     k: Tensor,
@@ -175,28 +131,21 @@ def relative_score(
 
     The closed form of :func:`rope_scores`: for the same q at every query
     position and the same k at every key position, S[m, n] = g(m - n).
-    Computed from :func:`pair_products` in complex128 for float64 inputs
-    (complex64 otherwise), without rotating anything.
+    :func:`ropelab.complex.relative_score` with θ = ``inv_freq(dim, base)``,
+    in float64 when q and k are float64.
 
     Args:
-        q, k: ``(..., dim)`` unrotated vectors with broadcastable leading axes.
-        distances: integer distances m - n of any sign, shape ``D`` (an int, a
-            sequence or an integer tensor).
+        q, k: ``(..., dim)`` unrotated vectors with broadcastable leading axes, one dtype.
+        distances: integer distances m - n of any sign, shape ``D``.
         base: the RoPE base b > 1.
         layout: the pairing of q's and k's channels.
 
     Returns:
-        Tensor ``(..., *D)``, real, float64 for float64 inputs else float32.
+        Tensor ``(..., *D)``, float64 for float64 inputs else float32.
     """
-    h = pair_products(q, k, layout=layout)
-    base = check_base(base)
-    delta = _as_distances(distances).to(h.device)
-    real = torch.float64 if h.dtype == torch.complex128 else torch.float32
-    theta = inv_freq(q.shape[-1], base, dtype=real).to(h.device)
-    phase = torch.polar(torch.ones((), dtype=real, device=h.device), delta.to(real).unsqueeze(-1) * theta)  # (*D, d/2)
-    # Σ_j h_j e^{iδθ_j} for every δ at once as one product (..., d/2) @ (d/2, |D|): no (..., *D, d/2) temporary
-    out = h @ phase.reshape(-1, h.shape[-1]).transpose(0, 1)
-    return out.real.reshape(h.shape[:-1] + delta.shape)
+    q, k = check_float_tensor(q, "q"), check_float_tensor(k, "k")
+    theta = _frequencies_for(q, k, dim=check_dim(q.shape[-1], "q's last axis (dim)"), base=check_base(base))
+    return complex_relative_score(q, k, distances, theta, layout=layout)
 
 
 def partial_phasor_sums(distances: DistancesLike, dim: int, base: float = 10000.0) -> Tensor:
@@ -216,7 +165,7 @@ def partial_phasor_sums(distances: DistancesLike, dim: int, base: float = 10000.
     """
     dim = check_dim(dim)
     base = check_base(base)
-    delta = _as_distances(distances)
+    delta = as_positions(distances, name="distances", nonnegative=False)
     delta = delta.to(_float64_device(delta.device))
     theta = inv_freq(dim, base, dtype=torch.float64).to(delta.device)
     phasors = torch.polar(torch.ones((), dtype=torch.float64, device=delta.device), delta.double().unsqueeze(-1) * theta)

@@ -28,10 +28,10 @@ from typing import Sequence, Union
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_base, check_dim, check_layout, check_x
-from .attention import pair_products
+from ._checks import as_positions, check_base, check_dim, check_x
+from .complex import pair_products
 from .frequencies import angles, inv_freq
-from .rotary import apply_rotary
+from .rotary import apply_rotary, cos_sin_from_angles
 
 __all__ = [
     "grid_positions",
@@ -40,7 +40,6 @@ __all__ = [
     "axial_angles",
     "mixed_angles",
     "mixed_theta_init",
-    "cos_sin_from_angles",
     "apply_axial",
     "apply_mixed",
     "rope_scores_2d",
@@ -218,33 +217,6 @@ def mixed_theta_init(
     return torch.cat((first, second), dim=1)
 
 
-def cos_sin_from_angles(
-    pair_angles: Tensor, *, layout: str = "half_split", dtype: torch.dtype = torch.float32
-) -> tuple[Tensor, Tensor]:
-    """cos and sin of a pair-angle table, laid out channel by channel for ``layout`` (as :func:`ropelab.cos_sin` does).
-
-    Half-split: ``cat(a, a)``; interleaved: ``repeat_interleave(a, 2)``. The
-    cos and sin are taken in the angles' dtype and then cast to ``dtype``.
-
-    Args:
-        pair_angles: ``(..., seq, dim // 2)`` float32 or float64.
-
-    Returns:
-        ``(cos, sin)``, each ``(..., seq, dim)`` in ``dtype``.
-    """
-    layout = check_layout(layout)
-    if not isinstance(pair_angles, Tensor) or pair_angles.dtype not in (torch.float32, torch.float64):
-        raise TypeError(
-            "pair_angles must be a float32 or float64 tensor, got "
-            f"{pair_angles.dtype if isinstance(pair_angles, Tensor) else type(pair_angles).__name__}"
-        )
-    if pair_angles.ndim < 1 or pair_angles.shape[-1] == 0:
-        raise ValueError(f"pair_angles must have shape (..., dim//2), got {tuple(pair_angles.shape)}")
-    a = pair_angles
-    a = torch.cat((a, a), dim=-1) if layout == "half_split" else a.repeat_interleave(2, dim=-1)
-    return a.cos().to(dtype), a.sin().to(dtype)
-
-
 def _angle_dtype(x: Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
@@ -346,7 +318,7 @@ def relative_score_2d(
 ) -> Tensor:
     """The 2D score as a function of Δ = p - p' only: Re Σ_j h_j e^{i(Δx·θx_j + Δy·θy_j)} (eq. ``multi-relative``).
 
-    h_j = q_j·conj(k_j) are the pair products of :func:`ropelab.attention.pair_products`.
+    h_j = q_j·conj(k_j) are the pair products of :func:`ropelab.complex.pair_products`.
     Nothing is rotated: this is the closed form of :func:`rope_scores_2d`.
 
     Args:
@@ -450,7 +422,7 @@ def mrope_cos_sin(
     ``inv_freq``'s dtype, cos/sin there, times ``attention_scaling``); the
     channel axis is cut into the six chunks ``mrope_section * 2`` and chunk i
     is taken from axis i mod 3, then the table is cast to ``dtype``. The same
-    numbers as :func:`cos_sin_from_angles` of :func:`mrope_angles`.
+    numbers as :func:`ropelab.rotary.cos_sin_from_angles` of :func:`mrope_angles`.
 
     Args:
         position_ids_3: integer ``(3, batch, seq)`` ids (t, h, w) (any ``(3, ..., seq)``).

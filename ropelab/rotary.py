@@ -19,7 +19,7 @@ from torch import Tensor
 from ._checks import PositionsLike, check_float_tensor, check_layout, check_x
 from .frequencies import angles
 
-__all__ = ["cos_sin", "rotate_half", "rotate_interleaved", "apply_rotary"]
+__all__ = ["cos_sin", "cos_sin_from_angles", "rotate_half", "rotate_interleaved", "apply_rotary"]
 
 
 def cos_sin(
@@ -32,13 +32,9 @@ def cos_sin(
 ) -> tuple[Tensor, Tensor]:
     """cos(m·θ) and sin(m·θ) laid out channel by channel for ``layout`` (05_cache_and_decoding).
 
-    Angles are computed in ``inv_freq``'s dtype (float32 or wider), their
-    cos and sin taken there, multiplied by ``attention_scaling`` (YaRN's
-    temperature; 1 otherwise) and only then cast to ``dtype``, as in
+    Angles are computed in ``inv_freq``'s dtype (float32 or wider) by
+    :func:`ropelab.angles` and laid out by :func:`ropelab.rotary.cos_sin_from_angles`, as in
     transformers.
-
-    Half-split: ``cat(a, a)``, so channel i and i + d/2 share angle a_i.
-    Interleaved: ``repeat_interleave(a, 2)``, so channels 2i and 2i+1 share a_i.
 
     Args:
         positions: integer positions ``(..., seq)``.
@@ -48,7 +44,41 @@ def cos_sin(
         ``(cos, sin)``, each ``(..., seq, dim)`` in ``dtype``.
     """
     layout = check_layout(layout)
-    a = angles(positions, inv_freq)
+    return cos_sin_from_angles(angles(positions, inv_freq), layout=layout, attention_scaling=attention_scaling,
+                               dtype=dtype)
+
+
+def cos_sin_from_angles(
+    pair_angles: Tensor,
+    *,
+    layout: str = "half_split",
+    attention_scaling: float = 1.0,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[Tensor, Tensor]:
+    """cos and sin of a table of pair angles, laid out channel by channel for ``layout``.
+
+    Half-split: ``cat(a, a)``, so channel i and i + d/2 share angle a_i.
+    Interleaved: ``repeat_interleave(a, 2)``, so channels 2i and 2i+1 share
+    a_i. cos and sin are taken in the angles' dtype, multiplied by
+    ``attention_scaling`` (YaRN's temperature; 1 otherwise) and only then
+    cast to ``dtype``. Used by :func:`ropelab.cos_sin` and for angles that are not
+    m·θ_j of one position (2D and multimodal RoPE, 10_multi_axis).
+
+    Args:
+        pair_angles: ``(..., seq, dim // 2)``, float32 or float64.
+
+    Returns:
+        ``(cos, sin)``, each ``(..., seq, dim)`` in ``dtype``.
+    """
+    layout = check_layout(layout)
+    if not isinstance(pair_angles, Tensor) or pair_angles.dtype not in (torch.float32, torch.float64):
+        raise TypeError(
+            "pair_angles must be a float32 or float64 tensor, got "
+            f"{pair_angles.dtype if isinstance(pair_angles, Tensor) else type(pair_angles).__name__}"
+        )
+    if pair_angles.ndim < 1 or pair_angles.shape[-1] == 0:
+        raise ValueError(f"pair_angles must have shape (..., dim//2), got {tuple(pair_angles.shape)}")
+    a = pair_angles
     a = torch.cat((a, a), dim=-1) if layout == "half_split" else a.repeat_interleave(2, dim=-1)
     cos, sin = a.cos(), a.sin()
     if attention_scaling != 1.0:

@@ -18,7 +18,6 @@ from ropelab.multi_axis import (
     axial_angles,
     axial_inv_freq,
     axial_theta_xy,
-    cos_sin_from_angles,
     grid_positions,
     mixed_angles,
     mixed_theta_init,
@@ -29,6 +28,7 @@ from ropelab.multi_axis import (
     relative_score_2d,
     rope_scores_2d,
 )
+from ropelab.rotary import cos_sin_from_angles
 
 F64 = torch.float64
 seeds = st.integers(0, 2**31 - 1)
