@@ -6,14 +6,19 @@ for methods that return new tensors, ``out.copy_(x)`` for methods that write
 into preallocated ones. The table reports medians and each method's ratio to
 its floor and to the plain transformers formula ``x*cos + rotate_half(x)*sin``.
 Absolute times depend on the machine and its load; the ratios are what
-reproduces.
+reproduces. The header says whether the fused kernel is in use and, when
+this run compiled it, how long the compile took (it is cached per machine).
 
 Methods (all rotate q and k, with cos/sin tables built once beforehand):
 
 * ``copy``, ``copy_out``: the floors.
 * ``hf``: ``q*cos + rotate_half(q)*sin`` written out in plain torch.
-* ``ropelab_half_split``, ``ropelab_interleaved``: :func:`ropelab.apply_rotary`.
+* ``ropelab_half_split``, ``ropelab_interleaved``: :func:`ropelab.apply_rotary`
+  (on the CPU its fused C kernel, see :mod:`ropelab._native`).
 * ``ropelab_half_split_out``, ``ropelab_interleaved_out``: the same with ``out=``.
+* ``torch_half_split_out``, ``torch_interleaved_out``: ropelab's torch path
+  with ``out=``, the one a GPU, a machine without a C compiler or a traced
+  call gets.
 * ``complex``: Meta's ``view_as_complex(x) * freqs_cis`` (computed in float32).
 * ``dense_R``: ``R_m @ x_m`` with a precomputed ``(seq, d, d)`` table; only
   where that table is small (it says when it skips).
@@ -37,7 +42,8 @@ from torch import Tensor
 
 from .frequencies import inv_freq
 from .matrix import rotation_matrix
-from .rotary import apply_rotary, cos_sin
+from . import _native
+from .rotary import _rotate_into, apply_rotary, cos_sin
 
 __all__ = [
     "Cost",
@@ -48,6 +54,7 @@ __all__ = [
     "Traffic",
     "cost_model",
     "format_table",
+    "kernel_summary",
     "load",
     "machine_info",
     "main",
@@ -61,7 +68,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 DENSE_R_LIMIT_BYTES = 64 * 2**20  # skip dense R when its (seq, d, d) table exceeds this
 METHODS: tuple[str, ...] = (
     "copy", "copy_out", "hf", "ropelab_half_split", "ropelab_interleaved",
-    "ropelab_half_split_out", "ropelab_interleaved_out", "complex", "dense_R",
+    "ropelab_half_split_out", "ropelab_interleaved_out", "torch_half_split_out", "torch_interleaved_out",
+    "complex", "dense_R",
 )
 
 
@@ -147,18 +155,23 @@ def cost_model(dim: int, dtype: str | torch.dtype = "float32", *, method: str) -
       back. For float32 the casts are no-ops: one pass, 2·4d bytes. Otherwise
       three passes: upcast (sd read, 4d written), multiply (4d, 4d), cast back
       (4d, sd): (16 + 2s)d bytes (eq. ``perf-complex``).
-    * ``ropelab_interleaved[_out]`` in float32/float64: one complex
+    * ``ropelab_*`` (both layouts, with or without ``out=``): ropelab's
+      fused kernel reads each row of x once and writes each output once:
+      2ds bytes, 1 pass, the floor, in every dtype (eq. ``perf-fused``).
+      This is the CPU with a C compiler; elsewhere ``apply_rotary`` takes
+      its torch path, whose costs are the ``torch_*`` rows.
+    * ``torch_interleaved_out`` in float32/float64: one complex
       multiplication straight into the result, 2ds bytes, 1 pass (the
       floor). In bfloat16/float16 (no complex type): upcast (sd read, 4d
       written), an in-place complex multiplication (4d, 4d) and one rounding
       back (4d, sd): (16 + 2s)d bytes, 3 passes, like ``complex``.
-    * ``ropelab_half_split[_out]``: ``out = x·cos`` (d read, d written), then
+    * ``torch_half_split_out``: ``out = x·cos`` (d read, d written), then
       two in-place fused multiply-adds on the halves, ``out₁ −= x₂·sin₁``
       and ``out₂ += x₁·sin₂`` (each d/2 of out and d/2 of x read, d/2
-      written): 3ds read + 2ds written = 5ds, 3 passes (eq. ``perf-fused``).
-      On the CPU ropelab runs the three passes block by block over cache-sized
-      blocks of rows, so of those 5ds only about the floor's 2ds cross the
-      memory bus; the model counts what the operations touch.
+      written): 3ds read + 2ds written = 5ds, 3 passes (eq. ``perf-torch``).
+      On the CPU the torch path runs the three passes block by block over
+      cache-sized blocks of rows, so of those 5ds only about the floor's 2ds
+      cross the memory bus; the model counts what the operations touch.
     * ``dense_R``: ``R_m @ x_m``: reads x, writes the result (2ds), but
       d(2d − 1) flops (04_rotation_matrix, eq. ``rmat-flops``) and d² table
       entries.
@@ -208,9 +221,11 @@ def cost_model(dim: int, dtype: str | torch.dtype = "float32", *, method: str) -
             read, written, passes = s * d + 4 * d + 4 * d, 4 * d + 4 * d + s * d, 3
     elif method == "dense_R":
         read, written, flops, passes, table = d * s, d * s, d * (2 * d - 1), 1, d * d
-    elif method.startswith("ropelab_interleaved") and wide:
+    elif method.startswith("ropelab_"):  # the fused kernel: one pass, whole cos and sin rows
+        read, written, flops, passes, table = d * s, d * s, 3 * d, 1, 2 * d
+    elif method.startswith("torch_interleaved") and wide:
         read, written, flops, passes, table = d * s, d * s, 3 * d, 1, d
-    elif method.startswith("ropelab_interleaved"):  # upcast, complex multiply in place, round back
+    elif method.startswith("torch_interleaved"):  # upcast, complex multiply in place, round back
         read, written, flops, passes, table = s * d + 4 * d + 4 * d, 4 * d + 4 * d + s * d, 3 * d, 3, d
     else:  # out = x*cos; out_1 -= x_2*sin_1; out_2 += x_1*sin_2
         read = (d + d // 2 + d // 2 + d // 2 + d // 2) * s
@@ -325,7 +340,20 @@ def machine_info(device: torch.device) -> dict[str, object]:
         pass
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
+        info["kernel"] = "not used on cuda: apply_rotary takes its torch path"
+    else:
+        info["kernel"] = kernel_summary()
     return info
+
+
+def kernel_summary() -> str:
+    """One line on ropelab's fused CPU kernel: compiled now (and how long it took), cached, or why not."""
+    st = _native.status()
+    if not st["available"]:
+        return f"unavailable ({st['reason']}): apply_rotary takes its torch path"
+    threads = "OpenMP threads" if st["openmp"] else "one thread"
+    how = f"compiled in {st['compile_s']:.2f} s" if st["compile_s"] is not None else "loaded from cache"
+    return f"fused C kernel, {how}, {threads}, {', '.join(st['dtypes'])}"
 
 
 SAMPLE_SECONDS = 2e-3  # one timed sample runs the method often enough to last about this long
@@ -406,6 +434,18 @@ def _methods(q: Tensor, k: Tensor, device: torch.device) -> dict[str, tuple[str,
             lambda: (apply_rotary(q, cos_i, sin_i, layout="interleaved", out=out_q),
                      apply_rotary(k, cos_i, sin_i, layout="interleaved", out=out_k)),
             "",
+        ),
+        "torch_half_split_out": (
+            "copy_out",
+            lambda: (_rotate_into(out_q, q, cos_h, sin_h, "half_split", native=False),
+                     _rotate_into(out_k, k, cos_h, sin_h, "half_split", native=False)),
+            "torch path (GPU, no compiler)",
+        ),
+        "torch_interleaved_out": (
+            "copy_out",
+            lambda: (_rotate_into(out_q, q, cos_i, sin_i, "interleaved", native=False),
+                     _rotate_into(out_k, k, cos_i, sin_i, "interleaved", native=False)),
+            "torch path (GPU, no compiler)",
         ),
         "complex": ("copy", lambda: (meta_complex(q), meta_complex(k)), "Meta's view_as_complex path, in float32"),
     }

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from . import _native
 from ._checks import PositionsLike, check_float_tensor, check_layout, check_x
 from .frequencies import angles
 
@@ -160,20 +161,28 @@ def _complex_view_ok(t: Tensor) -> bool:
     return t.stride(-1) == 1 and t.storage_offset() % 2 == 0 and all(st % 2 == 0 for st in t.stride()[:-1])
 
 
-def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> None:
+def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, *, native: bool = True) -> None:
     """out = x·cos + rot(x)·sin without the temporaries of the plain formula (09_performance).
 
     The plain formula makes four full-size temporaries (x·cos, rot(x), its
-    product with sin, and the sum). Here interleaved pairs are one complex
+    product with sin, and the sum). On the CPU this is one pass of ropelab's
+    fused C kernel (:mod:`ropelab._native`): each output is the plain formula
+    term by term, bit-identical to it in float32 and float64, computed in
+    float32 and rounded once in bfloat16 and float16.
+
+    Elsewhere (a GPU, no C compiler, ``native=False``, or while torch traces
+    the call) it is the torch path. Interleaved pairs are one complex
     multiplication by the phasor table: a single pass over a float32/float64
     x, and for bfloat16/float16 (torch has no complex type for them) an
     upcast into a float32 scratch block, an in-place multiplication and one
-    rounding back, block by block on the CPU. Half-split
-    pairs take one multiplication that writes x·cos into ``out`` and two fused
-    multiply-adds that add ∓x_partner·sin into its two halves in place; on the
-    CPU a large x goes through in blocks of rows that stay in cache between
-    those three steps, so x and ``out`` cross the memory bus about once each.
+    rounding back, block by block on the CPU. Half-split pairs take one
+    multiplication that writes x·cos into ``out`` and two fused multiply-adds
+    that add ∓x_partner·sin into its two halves in place; on the CPU a large
+    x goes through in blocks of rows that stay in cache between those three
+    steps.
     """
+    if native and _native.rotate(out, x, cos, sin, layout):
+        return
     h = x.shape[-1] // 2
     if layout == "interleaved" and _complex_view_ok(x) and _complex_view_ok(out):
         wide_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
@@ -260,12 +269,16 @@ def apply_rotary(
     cast to ``x``'s dtype first, as transformers does, so the result has
     ``x``'s dtype and device. ``x`` is not modified.
 
-    The result equals the plain formula to within one rounding of each
-    output (both layouts, every dtype) but is computed without its
-    temporaries, so it moves about the bytes of a copy (09_performance):
-    interleaved pairs go through one complex multiplication (in float32 for
-    bfloat16 and float16, rounded once), which assumes the two entries of each
-    pair in ``cos`` and ``sin`` are equal, as :func:`cos_sin` builds them.
+    The result is computed without the plain formula's temporaries, so it
+    moves about the bytes of a copy (09_performance). On the CPU a fused C
+    kernel, compiled once per machine on first use, makes one pass and is
+    bit-identical to the plain formula in float32 and float64 (in bfloat16
+    and float16 it computes in float32 and rounds once). On a GPU, without
+    a C compiler, or while torch traces the call (``torch.compile``,
+    dispatch modes), torch operations do it, within one rounding of each
+    output of the plain formula; their interleaved path is one complex
+    multiplication, which assumes the two entries of each pair in ``cos``
+    and ``sin`` are equal, as :func:`cos_sin` builds them.
 
     With ``rotary_dim`` < dim only the first ``rotary_dim`` channels are
     rotated and the rest pass through (partial rotary, GPT-NeoX and Phi).

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ropelab import apply_rotary, cos_sin, inv_freq, rotate_half, to_half_split
+from ropelab import _native, apply_rotary, cos_sin, inv_freq, rotate_half, to_half_split
 from ropelab.rotary import rotate_interleaved
 
 LAYOUTS = ["half_split", "interleaved"]
@@ -222,9 +222,21 @@ def test_matches_transformers_llama(dtype, ulp, base, position_ids):
     atol = 2 * ulp * float(torch.cat((q, k)).abs().max())
     torch.testing.assert_close(out_q, hf_q, atol=atol, rtol=0)
     torch.testing.assert_close(out_k, hf_k, atol=atol, rtol=0)
+    if dtype == torch.float32 and _native.status()["available"]:  # the CPU kernel: transformers' bits exactly
+        assert torch.equal(out_q, hf_q) and torch.equal(out_k, hf_k)
 
 
 # The fast path against the plain formula (09_performance) -----------------------------
+
+
+@pytest.fixture(params=["kernel", "torch"])
+def path(request, monkeypatch):
+    """Run a test through the fused CPU kernel and again through the torch path (GPU, no compiler)."""
+    if request.param == "torch":
+        monkeypatch.setattr(_native, "rotate", lambda *args: False)
+    elif not _native.status()["available"]:
+        pytest.skip(f"fused kernel unavailable: {_native.status()['reason']}")
+    return request.param
 
 def plain(x, cos, sin, layout):
     rot = rotate_half if layout == "half_split" else rotate_interleaved
@@ -235,7 +247,7 @@ def plain(x, cos, sin, layout):
 @pytest.mark.parametrize("dtype, ulp", [(torch.float32, 2.0**-23), (torch.bfloat16, 2.0**-7), (F64, 2.0**-52),
                                         (torch.float16, 2.0**-10)])
 @pytest.mark.parametrize("shape", [(2, 4, 33, 16), (1, 3, 1, 64), (5, 8)])
-def test_fast_path_equals_plain_formula_within_rounding(layout, dtype, ulp, shape):
+def test_fast_path_equals_plain_formula_within_rounding(layout, dtype, ulp, shape, path):
     g = torch.Generator().manual_seed(1)
     x = (4 * torch.randn(shape, generator=g, dtype=F64)).to(dtype)
     cos, sin = cos_sin(torch.arange(shape[-2]) + 1000, inv_freq(shape[-1]), layout=layout)
@@ -248,7 +260,7 @@ def test_fast_path_equals_plain_formula_within_rounding(layout, dtype, ulp, shap
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_out_and_non_contiguous_inputs(layout):
+def test_out_and_non_contiguous_inputs(layout, path):
     g = torch.Generator().manual_seed(2)
     x = torch.randn(2, 7, 4, 16, generator=g).transpose(1, 2)  # (batch, heads, seq, dim), seq-major storage
     cos, sin = cos_sin(torch.arange(7), inv_freq(16), layout=layout)
@@ -303,7 +315,7 @@ def test_apply_rotary_is_differentiable_in_x_and_in_the_tables(layout, rotary_di
 @pytest.mark.parametrize("shape, per_row", [((3, 4, 700, 128), False),   # blocks of whole heads
                                             ((1, 2, 5000, 128), False),  # blocks of rows, ragged last one
                                             ((3, 4, 700, 128), True)])   # per-row tables: no block view
-def test_cache_blocked_path_equals_plain_formula(layout, dtype, shape, per_row):
+def test_cache_blocked_path_equals_plain_formula(layout, dtype, shape, per_row, path):
     g = torch.Generator().manual_seed(3)
     x = torch.randn(shape, generator=g).to(dtype)
     pos = torch.arange(shape[-2]) + torch.arange(shape[0])[:, None] * 7 if per_row else torch.arange(shape[-2])

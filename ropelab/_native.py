@@ -1,0 +1,242 @@
+"""A fused CPU kernel for :func:`ropelab.apply_rotary`, compiled on first use (09_performance).
+
+Applying RoPE reads ``x``, ``cos`` and ``sin`` and writes the result; the
+arithmetic is negligible, so the time is memory traffic. torch's eager
+operators each make a pass over memory, and half-split pairs need three of
+them even without temporaries, with 64-element inner loops over half-rows.
+``_native.c`` does the whole formula in one pass, row by row: about the
+traffic of ``out.copy_(x)``.
+
+The C source ships with the package. On the first CPU call ropelab compiles
+it with the system C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang``)
+into a per-user cache directory (``$ROPELAB_CACHE_DIR``, else
+``$XDG_CACHE_HOME/ropelab``, else ``~/.cache/ropelab``) keyed by the source,
+the flags and the compiler, and loads it with :mod:`ctypes`; later processes
+load the cached library. :func:`status` reports what happened and how long
+the compile took. Where there is no compiler, the compile fails, the platform
+is Windows, or ``ROPELAB_NATIVE=0`` is set, :func:`rotate` returns ``False``
+and the caller uses its torch path: nothing else changes.
+
+Rows are split between ``torch.get_num_threads()`` threads with OpenMP when
+the compiler supports it (``-fopenmp``); linked against ``libgomp.so.1``, the
+library shares the runtime torch has already loaded, and so its thread pool.
+Without OpenMP the kernel runs on one thread. The loaded library is this
+module's only state.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = ["rotate", "status"]
+
+_SOURCE = Path(__file__).with_name("_native.c")
+_MAXD = 4  # leading axes the kernel indexes (MAXD in _native.c)
+_DTYPES = {torch.float32: 0, torch.float64: 1, torch.bfloat16: 2, torch.float16: 3}
+_GRAIN = 32768  # elements below which one thread beats waking others (torch's at::internal::GRAIN_SIZE)
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+
+
+def _cache_dir() -> Path:
+    if os.environ.get("ROPELAB_CACHE_DIR"):
+        return Path(os.environ["ROPELAB_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "ropelab"
+
+
+def _compiler() -> list[str] | None:
+    cc = os.environ.get("CC", "").split()
+    if cc and shutil.which(cc[0]):
+        return [shutil.which(cc[0]) or cc[0], *cc[1:]]
+    for name in ("cc", "gcc", "clang"):
+        path = shutil.which(name)
+        if path:
+            return [path]
+    return None
+
+
+def _flags() -> list[str]:
+    # -ffp-contract=off: no fused multiply-add, so float32/float64 match torch's formula bit for bit.
+    flags = ["-O3", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-math-errno"]
+    if platform.machine().lower() in ("x86_64", "amd64") and torch.backends.cpu.get_cpu_capability() in (
+        "AVX2",
+        "AVX512",
+    ):
+        flags += ["-mavx2", "-mf16c"]
+    return flags
+
+
+def _build(cc: list[str], flags: list[str], target: Path) -> None:
+    """Compile the kernel into ``target``: with OpenMP and float16 (``_Float16``) where the compiler has them."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    try:
+        errors = []
+        for extra in (["-fopenmp", "-DROPELAB_HAVE_FLOAT16"], ["-fopenmp"], ["-DROPELAB_HAVE_FLOAT16"], []):
+            proc = subprocess.run([*cc, *flags, *extra, str(_SOURCE), "-o", tmp], capture_output=True, text=True)
+            if proc.returncode == 0:
+                os.replace(tmp, target)  # atomic: a concurrent process sees the old file or the whole new one
+                return
+            errors.append(proc.stderr.strip().splitlines()[-1:] or ["(no message)"])
+        raise RuntimeError(f"{' '.join(cc)} failed: {errors[-1][0]}")
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _load() -> dict[str, Any]:
+    """Find or build the library once per process; the result is cached in ``_state``."""
+    with _lock:
+        if _state:
+            return _state
+        state: dict[str, Any] = {"available": False, "lib": None, "compile_s": None, "path": None}
+        try:
+            if os.environ.get("ROPELAB_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
+                raise RuntimeError("disabled by ROPELAB_NATIVE")
+            if os.name == "nt":
+                raise RuntimeError("not built on Windows")
+            cc = _compiler()
+            if cc is None:
+                raise RuntimeError("no C compiler found ($CC, cc, gcc, clang)")
+            flags = _flags()
+            stat = os.stat(cc[0])
+            key = hashlib.sha256(
+                b"\0".join([_SOURCE.read_bytes(), " ".join(cc + flags).encode(), f"{stat.st_size}:{stat.st_mtime_ns}".encode(),
+                            platform.machine().encode()])
+            ).hexdigest()[:16]
+            target = _cache_dir() / f"rotary-{key}.so"
+            if not target.exists():
+                t0 = time.perf_counter()
+                _build(cc, flags, target)
+                state["compile_s"] = time.perf_counter() - t0
+            lib = ctypes.CDLL(str(target))
+            lib.ropelab_features.restype = ctypes.c_int
+            i64p = ctypes.POINTER(ctypes.c_int64)
+            lib.ropelab_rotate.restype = ctypes.c_int
+            lib.ropelab_rotate.argtypes = [
+                ctypes.c_int, ctypes.c_int, ctypes.c_int, i64p,
+                ctypes.c_void_p, i64p, ctypes.c_void_p, i64p, ctypes.c_void_p, i64p, ctypes.c_void_p, i64p,
+                ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
+            ]  # fmt: skip
+            mask = lib.ropelab_features()
+            state.update(
+                available=True,
+                lib=lib,
+                path=str(target),
+                reason="compiled" if state["compile_s"] is not None else "loaded from cache",
+                dtypes=[str(dt).removeprefix("torch.") for dt, code in _DTYPES.items() if mask >> code & 1],
+                openmp=bool(mask >> 8 & 1),
+            )
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            state["reason"] = str(exc)
+        _state.update(state)
+        return _state
+
+
+def status() -> dict[str, Any]:
+    """Whether the fused kernel is in use, and why not if it is not.
+
+    Returns a dict with ``available`` (bool), ``reason`` (``"compiled"``,
+    ``"loaded from cache"`` or why it is unavailable), ``compile_s`` (seconds
+    the compile took in this process, or None), ``path``, ``dtypes`` and
+    ``openmp`` (whether rows are split between threads).
+    Building happens here if it has not yet.
+    """
+    return {k: v for k, v in _load().items() if k != "lib"}
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # subclasses (FakeTensor, ...) may have no data to point at
+
+
+def _traced() -> bool:
+    """Whether torch is recording operations: a dispatch or function mode (``trace_traffic``,
+    FakeTensor, export) or ``torch.compile``. A foreign call would be invisible to them, so the
+    caller's torch path runs instead."""
+    return bool(
+        torch._C._len_torch_dispatch_stack()
+        or torch._C._is_torch_function_mode_enabled()
+        or getattr(torch.compiler, "is_compiling", lambda: False)()  # torch >= 2.3
+    )
+
+
+def _coalesce(sizes: list[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
+    """Merge leading axes that are contiguous with the next one in every tensor, and drop size-1 axes."""
+    keep = [i for i, n in enumerate(sizes) if n != 1]
+    sizes = [sizes[i] for i in keep]
+    strides = [[st[i] for i in keep] for st in strides]
+    i = len(sizes) - 2
+    while i >= 0:
+        if all(st[i] == st[i + 1] * sizes[i + 1] for st in strides):
+            sizes[i + 1] *= sizes[i]
+            del sizes[i]
+            for st in strides:
+                del st[i]
+        i -= 1
+    return sizes, strides
+
+
+def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> bool:
+    """``out = x·cos + rot(x)·sin`` in one pass if the kernel applies; False to let the caller do it.
+
+    It applies to CPU tensors of float32, float64, bfloat16 or float16 whose
+    rows are contiguous, once the library has loaded, and never while torch
+    is tracing (see :func:`_traced`).
+
+    Args:
+        out, x: ``(..., seq, dim)`` CPU tensors of one dtype, each row contiguous, not overlapping.
+        cos, sin: ``(..., seq, dim)`` in ``x``'s dtype, broadcastable to ``x``.
+        layout: ``"half_split"`` or ``"interleaved"``.
+    """
+    if x.device.type != "cpu" or x.dtype not in _DTYPES or x.dtype != out.dtype:
+        return False
+    if not all(t.device.type == "cpu" and t.dtype == x.dtype for t in (cos, sin)):
+        return False
+    if _traced() or any(type(t) not in _PLAIN or t.is_neg() for t in (out, x, cos, sin)):
+        return False
+    state = _state or _load()
+    if not state["available"] or str(x.dtype).removeprefix("torch.") not in state["dtypes"]:
+        return False
+    if x.numel() == 0:
+        return True
+    lead = list(x.shape[:-1])
+    tables = []
+    for t in (cos, sin):
+        t = t.expand(*lead, x.shape[-1])
+        tables.append(t if t.stride(-1) == 1 else t.contiguous())
+    tensors = (x, out, *tables)
+    if any(t.stride(-1) != 1 for t in tensors):
+        return False
+    sizes, strides = _coalesce(lead, [list(t.stride()[:-1]) for t in tensors])
+    if len(sizes) > _MAXD:
+        return False
+    rows = 1
+    for n in sizes:
+        rows *= n
+    ndim = len(sizes)
+    arr = ctypes.c_int64 * max(ndim, 1)
+    size_a = arr(*sizes)
+    stride_a = [arr(*st) for st in strides]
+    args = (
+        _DTYPES[x.dtype], int(layout == "interleaved"), ndim, size_a,
+        x.data_ptr(), stride_a[0], out.data_ptr(), stride_a[1],
+        tables[0].data_ptr(), stride_a[2], tables[1].data_ptr(), stride_a[3],
+        x.shape[-1] // 2,
+    )  # fmt: skip
+    threads = torch.get_num_threads() if state["openmp"] and x.numel() >= 2 * _GRAIN else 1
+    return state["lib"].ropelab_rotate(*args, 0, rows, threads) == 0

@@ -1,0 +1,178 @@
+"""Tests for ropelab._native: the fused CPU kernel behind apply_rotary (09_performance).
+
+The kernel must equal the plain formula bit for bit in float32 and float64,
+equal the float32 formula rounded once in bfloat16 and float16, split rows
+between threads without changing a bit, decline what it cannot do, and leave
+apply_rotary working (through the torch path) wherever it cannot be built.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from ropelab import _native, apply_rotary, cos_sin, inv_freq, rotate_half
+from ropelab.bench import trace_traffic
+from ropelab.rotary import rotate_interleaved
+
+LAYOUTS = ["half_split", "interleaved"]
+
+needs_kernel = pytest.mark.skipif(not _native.status()["available"],
+                                  reason=f"fused kernel unavailable: {_native.status()['reason']}")
+
+
+def plain(x, cos, sin, layout):
+    rot = rotate_half if layout == "half_split" else rotate_interleaved
+    return x * cos + rot(x) * sin
+
+
+def tables(positions, dim, layout, dtype):
+    return cos_sin(positions, inv_freq(dim), layout=layout, dtype=dtype)
+
+
+def run_kernel(x, cos, sin, layout):
+    out = torch.empty_like(x)
+    assert _native.rotate(out, x, cos, sin, layout), "the kernel declined"
+    return out
+
+
+@needs_kernel
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", ["prefill", "decode", "per_row", "transposed", "sliced_rows", "2d", "5d"])
+def test_bit_identical_to_plain_formula(layout, dtype, case):
+    g = torch.Generator().manual_seed(0)
+    pos = torch.arange(37) + 1000
+    if case == "prefill":
+        x = torch.randn(2, 3, 37, 64, generator=g, dtype=dtype)
+        cos, sin = tables(pos, 64, layout, dtype)
+    elif case == "decode":  # one table row for every sequence and head
+        x = torch.randn(9, 3, 1, 64, generator=g, dtype=dtype)
+        cos, sin = tables(torch.tensor([5000]), 64, layout, dtype)
+    elif case == "per_row":  # (batch, 1, seq, dim) tables from per-row positions
+        x = torch.randn(2, 3, 37, 64, generator=g, dtype=dtype)
+        cos, sin = tables(torch.stack((pos, pos * 3)), 64, layout, dtype)
+        cos, sin = cos[:, None], sin[:, None]
+    elif case == "transposed":  # seq-major storage, as after a (batch, seq, heads, dim) projection
+        x = torch.randn(2, 37, 3, 64, generator=g, dtype=dtype).transpose(1, 2)
+        cos, sin = tables(pos, 64, layout, dtype)
+    elif case == "sliced_rows":  # rows with a gap between them (the first 64 of 80 channels)
+        x = torch.randn(2, 3, 37, 80, generator=g, dtype=dtype)[..., :64]
+        cos, sin = tables(pos, 64, layout, dtype)
+    elif case == "2d":
+        x = torch.randn(37, 64, generator=g, dtype=dtype)
+        cos, sin = tables(pos, 64, layout, dtype)
+    else:  # five leading axes with gaps between them, so none merge: more than the kernel's four
+        x = torch.randn(10_000, generator=g, dtype=dtype).as_strided((2, 2, 2, 2, 2, 16), (5000, 2000, 700, 300, 100, 1))
+        cos, sin = tables(torch.arange(2), 16, layout, dtype)
+    if case == "5d":  # declined: apply_rotary takes the torch path, equal within rounding
+        assert not _native.rotate(torch.empty_like(x), x, cos, sin, layout)
+        torch.testing.assert_close(apply_rotary(x, cos, sin, layout=layout), plain(x, cos, sin, layout))
+        return
+    assert torch.equal(run_kernel(x, cos, sin, layout), plain(x, cos, sin, layout))
+    assert torch.equal(apply_rotary(x, cos, sin, layout=layout), plain(x, cos, sin, layout))
+
+
+@needs_kernel
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16_bit_is_the_float32_formula_rounded_once(layout, dtype):
+    if dtype == torch.float16 and "float16" not in _native.status()["dtypes"]:
+        pytest.skip("this compiler has no _Float16: float16 takes the torch path")
+    g = torch.Generator().manual_seed(1)
+    x = (8 * torch.randn(3, 4, 29, 32, generator=g)).to(dtype)
+    big = torch.finfo(dtype).max
+    x[0, 0, 0, :6] = torch.tensor([float("inf"), float("-inf"), float("nan"), big, -big, 0.0])
+    x[0, 0, 1, :4] = torch.tensor([torch.finfo(dtype).tiny, torch.finfo(dtype).smallest_normal / 8, -0.0, 1.0])
+    cos, sin = tables(torch.arange(29) * 97, 32, layout, dtype)
+    got = run_kernel(x, cos, sin, layout)
+    want = plain(x.float(), cos.float(), sin.float(), layout).to(dtype)  # round to nearest even, once
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan)
+    assert torch.equal(got[~nan].view(torch.int16), want[~nan].view(torch.int16))  # bits, signed zeros too
+
+
+@needs_kernel
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_threads_change_no_bit(layout):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(4, 8, 300, 64, generator=g)
+    cos, sin = tables(torch.arange(300), 64, layout, torch.float32)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = run_kernel(x, cos, sin, layout)
+        torch.set_num_threads(max(2, before))
+        many = run_kernel(x, cos, sin, layout)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, many) and torch.equal(one, plain(x, cos, sin, layout))
+
+
+@needs_kernel
+def test_declines_what_it_cannot_do():
+    x = torch.randn(2, 5, 8)
+    cos, sin = tables(torch.arange(5), 8, "half_split", torch.float32)
+    out = torch.empty_like(x)
+    assert not _native.rotate(out, x, cos.double(), sin.double(), "half_split")  # tables in another dtype
+    assert not _native.rotate(out.double(), x, cos, sin, "half_split")  # out in another dtype
+    assert not _native.rotate(out[..., ::2].expand(2, 5, 4), x[..., ::2], cos[..., :4], sin[..., :4],
+                              "half_split")  # rows not contiguous
+    assert not _native.rotate(out, torch._neg_view(x), cos, sin, "half_split")  # a lazy negation bit
+    # while torch traces, the kernel steps aside so the trace sees the torch operations
+    traced = trace_traffic(lambda: apply_rotary(x, cos, sin), x)
+    assert traced.ops == ("mul", "addcmul_", "addcmul_")
+    assert _native.rotate(out, x, cos, sin, "half_split")
+    assert _native.rotate(x[:0], x[:0], cos, sin, "half_split")  # nothing to do is done
+
+
+def test_coalesce_merges_contiguous_axes_and_drops_size_one():
+    # (batch 2, heads 3, seq 5) with contiguous x and a (seq, dim) table broadcast over batch and heads
+    sizes, strides = _native._coalesce([2, 3, 5], [[120, 40, 8], [120, 40, 8], [0, 0, 8]])
+    assert sizes == [6, 5] and strides == [[40, 8], [40, 8], [0, 8]]
+    sizes, strides = _native._coalesce([4, 1, 3], [[3, 3, 1], [0, 0, 0]])  # decode: one table row
+    assert sizes == [12] and strides == [[1], [0]]
+    sizes, strides = _native._coalesce([2, 3], [[100, 8], [24, 8]])  # a gap between batches in x
+    assert sizes == [2, 3] and strides == [[100, 8], [24, 8]]
+
+
+def _fresh_state(monkeypatch, tmp_path, **env):
+    monkeypatch.setattr(_native, "_state", {})
+    monkeypatch.setenv("ROPELAB_CACHE_DIR", str(tmp_path))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.mark.parametrize("why, setup", [
+    ("no C compiler found", lambda mp: mp.setattr(_native, "_compiler", lambda: None)),
+    ("failed", lambda mp: mp.setenv("CC", "false")),  # a compiler that exists and fails
+    ("disabled by ROPELAB_NATIVE", lambda mp: mp.setenv("ROPELAB_NATIVE", "0")),
+])
+def test_without_a_working_compiler_apply_rotary_takes_the_torch_path(monkeypatch, tmp_path, why, setup):
+    _fresh_state(monkeypatch, tmp_path)
+    setup(monkeypatch)
+    status = _native.status()
+    assert status["available"] is False and why in status["reason"]
+    assert list(tmp_path.iterdir()) == []  # nothing half-built left in the cache
+    g = torch.Generator().manual_seed(3)
+    for layout in LAYOUTS:
+        x = torch.randn(2, 3, 7, 16, generator=g)
+        cos, sin = tables(torch.arange(7), 16, layout, torch.float32)
+        assert not _native.rotate(torch.empty_like(x), x, cos, sin, layout)
+        torch.testing.assert_close(apply_rotary(x, cos, sin, layout=layout), plain(x, cos, sin, layout))
+
+
+@needs_kernel
+def test_compiled_once_then_loaded_from_the_cache(tmp_path):
+    script = ("import json, ropelab._native as n; s = n.status(); "
+              "print(json.dumps([s['available'], s['reason'], s['compile_s']]))")
+    env = {**os.environ, "ROPELAB_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+            for _ in range(2)]
+    first, second = (json.loads(r.stdout) for r in runs)
+    assert first[:2] == [True, "compiled"] and first[2] > 0
+    assert second == [True, "loaded from cache", None]
+    assert len(list(tmp_path.glob("rotary-*.so"))) == 1
