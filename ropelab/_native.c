@@ -122,28 +122,24 @@ static void narrow_f16(const float *in, _Float16 *out, int64_t n) {
 }
 #endif
 
-/* 16-bit rows: widen the row and its tables into float32 buffers, rotate
- * those with row_f32 and round back, one rounding per output; rows wider
- * than the buffers take the direct loop, which computes the same. */
+/* 16-bit rows: widen the row into a float32 buffer, rotate it with row_f32
+ * against table rows already widened (rotate_rows widens a table row only
+ * when it differs from the previous row's, so a decoding step widens its one
+ * row once), and round back: one rounding per output. Rows wider than the
+ * buffers take the direct loop, which computes the same. */
 #define ROW_BUF 1024
-#define ROW_WIDEN(NAME, T, WIDEN, NARROW, DIRECT)                                                  \
-    static void NAME(const T *restrict x, T *restrict o, const T *restrict c, const T *restrict s, \
-                     int64_t h, int interleaved) {                                                 \
-        if (2 * h > ROW_BUF) {                                                                     \
-            DIRECT(x, o, c, s, h, interleaved);                                                    \
-            return;                                                                                \
-        }                                                                                          \
-        float xf[ROW_BUF], of[ROW_BUF], cf[ROW_BUF], sf[ROW_BUF];                                  \
-        WIDEN(x, xf, 2 * h);                                                                       \
-        WIDEN(c, cf, 2 * h);                                                                       \
-        WIDEN(s, sf, 2 * h);                                                                       \
-        row_f32(xf, of, cf, sf, h, interleaved);                                                   \
-        NARROW(of, o, 2 * h);                                                                      \
+#define ROW_WIDE(NAME, T, WIDEN, NARROW)                                                            \
+    static void NAME(const T *restrict x, T *restrict o, const float *restrict cf,                  \
+                     const float *restrict sf, int64_t h, int interleaved) {                        \
+        float xf[ROW_BUF], of[ROW_BUF];                                                             \
+        WIDEN(x, xf, 2 * h);                                                                        \
+        row_f32(xf, of, cf, sf, h, interleaved);                                                    \
+        NARROW(of, o, 2 * h);                                                                       \
     }
 
-ROW_WIDEN(row_bf16, uint16_t, widen_bf16, narrow_bf16, row_bf16_direct)
+ROW_WIDE(row_bf16, uint16_t, widen_bf16, narrow_bf16)
 #ifdef ROPELAB_HAVE_FLOAT16
-ROW_WIDEN(row_f16, _Float16, widen_f16, narrow_f16, row_f16_direct)
+ROW_WIDE(row_f16, _Float16, widen_f16, narrow_f16)
 #endif
 
 /* Which dtypes this build supports, as a bit mask over the enum above, plus
@@ -164,6 +160,8 @@ static int rotate_rows(int dtype, int interleaved, int ndim, const int64_t *size
                        const int64_t *ss, int64_t h, int64_t row_begin, int64_t row_end) {
     int64_t idx[MAXD];
     int64_t rem = row_begin;
+    float cf[ROW_BUF], sf[ROW_BUF];   /* the current table rows, widened (16-bit dtypes) */
+    int64_t last_co = -1, last_so = -1; /* offsets are never negative: no row widened yet */
     for (int d = ndim - 1; d >= 0; --d) {
         idx[d] = rem % size[d];
         rem /= size[d];
@@ -186,13 +184,27 @@ static int rotate_rows(int dtype, int interleaved, int ndim, const int64_t *size
                     h, interleaved);
             break;
         case BF16:
-            row_bf16((const uint16_t *)x + xo, (uint16_t *)out + oo, (const uint16_t *)cos + co,
-                     (const uint16_t *)sin + so, h, interleaved);
+            if (2 * h > ROW_BUF) {
+                row_bf16_direct((const uint16_t *)x + xo, (uint16_t *)out + oo, (const uint16_t *)cos + co,
+                                (const uint16_t *)sin + so, h, interleaved);
+                break;
+            }
+            if (co != last_co) widen_bf16((const uint16_t *)cos + co, cf, 2 * h);
+            if (so != last_so) widen_bf16((const uint16_t *)sin + so, sf, 2 * h);
+            last_co = co, last_so = so;
+            row_bf16((const uint16_t *)x + xo, (uint16_t *)out + oo, cf, sf, h, interleaved);
             break;
 #ifdef ROPELAB_HAVE_FLOAT16
         case F16:
-            row_f16((const _Float16 *)x + xo, (_Float16 *)out + oo, (const _Float16 *)cos + co,
-                    (const _Float16 *)sin + so, h, interleaved);
+            if (2 * h > ROW_BUF) {
+                row_f16_direct((const _Float16 *)x + xo, (_Float16 *)out + oo, (const _Float16 *)cos + co,
+                               (const _Float16 *)sin + so, h, interleaved);
+                break;
+            }
+            if (co != last_co) widen_f16((const _Float16 *)cos + co, cf, 2 * h);
+            if (so != last_so) widen_f16((const _Float16 *)sin + so, sf, 2 * h);
+            last_co = co, last_so = so;
+            row_f16((const _Float16 *)x + xo, (_Float16 *)out + oo, cf, sf, h, interleaved);
             break;
 #endif
         default:

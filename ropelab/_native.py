@@ -20,8 +20,9 @@ and the caller uses its torch path: nothing else changes.
 Rows are split between ``torch.get_num_threads()`` threads with OpenMP when
 the compiler supports it (``-fopenmp``); linked against ``libgomp.so.1``, the
 library shares the runtime torch has already loaded, and so its thread pool.
-Without OpenMP the kernel runs on one thread. The loaded library is this
-module's only state.
+Without OpenMP the kernel runs on one thread. The loaded library, and the
+kernel's shape arguments for the shapes it has seen, are this module's only
+state.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ _GRAIN = 32768  # elements below which one thread beats waking others (torch's a
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
+_plans: dict[tuple, tuple | None] = {}  # shapes and strides -> the kernel's shape arguments (see _plan)
 
 
 def _cache_dir() -> Path:
@@ -141,6 +143,7 @@ def _load() -> dict[str, Any]:
                 path=str(target),
                 reason="compiled" if state["compile_s"] is not None else "loaded from cache",
                 dtypes=[str(dt).removeprefix("torch.") for dt, code in _DTYPES.items() if mask >> code & 1],
+                torch_dtypes=frozenset(dt for dt, code in _DTYPES.items() if mask >> code & 1),
                 openmp=bool(mask >> 8 & 1),
             )
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
@@ -158,7 +161,7 @@ def status() -> dict[str, Any]:
     ``openmp`` (whether rows are split between threads).
     Building happens here if it has not yet.
     """
-    return {k: v for k, v in _load().items() if k != "lib"}
+    return {k: v for k, v in _load().items() if k not in ("lib", "torch_dtypes")}
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # subclasses (FakeTensor, ...) may have no data to point at
@@ -191,52 +194,66 @@ def _coalesce(sizes: list[int], strides: list[list[int]]) -> tuple[list[int], li
     return sizes, strides
 
 
+def _plan(x: Tensor, out: Tensor, cos: Tensor, sin: Tensor) -> tuple | None:
+    """The kernel's shape arguments for these shapes and strides, or None if it cannot take them.
+
+    Returns ``(ndim, sizes, (x, out, cos, sin) strides as ctypes arrays, rows)``.
+    """
+    lead = list(x.shape[:-1])
+    try:
+        tables = [t.expand(*lead, x.shape[-1]) for t in (cos, sin)]
+    except RuntimeError:
+        return None
+    tensors = (x, out, *tables)
+    if any(t.stride(-1) != 1 for t in tensors):
+        return None
+    sizes, strides = _coalesce(lead, [list(t.stride()[:-1]) for t in tensors])
+    if len(sizes) > _MAXD:
+        return None
+    rows = 1
+    for n in sizes:
+        rows *= n
+    arr = ctypes.c_int64 * max(len(sizes), 1)
+    return len(sizes), arr(*sizes), tuple(arr(*st) for st in strides), rows
+
+
 def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> bool:
     """``out = x·cos + rot(x)·sin`` in one pass if the kernel applies; False to let the caller do it.
 
     It applies to CPU tensors of float32, float64, bfloat16 or float16 whose
-    rows are contiguous, once the library has loaded, and never while torch
-    is tracing (see :func:`_traced`).
+    rows are contiguous (tables included), once the library has loaded, and
+    never while torch is tracing (see :func:`_traced`). The shape arguments
+    for each combination of shapes and strides are worked out once and kept
+    (a decoding loop calls this with the same shapes at every step).
 
     Args:
         out, x: ``(..., seq, dim)`` CPU tensors of one dtype, each row contiguous, not overlapping.
         cos, sin: ``(..., seq, dim)`` in ``x``'s dtype, broadcastable to ``x``.
         layout: ``"half_split"`` or ``"interleaved"``.
     """
-    if x.device.type != "cpu" or x.dtype not in _DTYPES or x.dtype != out.dtype:
-        return False
-    if not all(t.device.type == "cpu" and t.dtype == x.dtype for t in (cos, sin)):
+    dtype = x.dtype
+    if x.device.type != "cpu" or dtype not in _DTYPES or out.dtype != dtype or cos.dtype != dtype \
+            or sin.dtype != dtype or cos.device.type != "cpu" or sin.device.type != "cpu":
         return False
     if _traced() or any(type(t) not in _PLAIN or t.is_neg() for t in (out, x, cos, sin)):
         return False
     state = _state or _load()
-    if not state["available"] or str(x.dtype).removeprefix("torch.") not in state["dtypes"]:
+    if not state["available"] or dtype not in state["torch_dtypes"]:
         return False
     if x.numel() == 0:
         return True
-    lead = list(x.shape[:-1])
-    tables = []
-    for t in (cos, sin):
-        t = t.expand(*lead, x.shape[-1])
-        tables.append(t if t.stride(-1) == 1 else t.contiguous())
-    tensors = (x, out, *tables)
-    if any(t.stride(-1) != 1 for t in tensors):
+    key = (x.shape, x.stride(), out.stride(), cos.shape, cos.stride(), sin.shape, sin.stride())
+    plan = _plans.get(key, False)
+    if plan is False:
+        plan = _plan(x, out, cos, sin)
+        if len(_plans) >= 256:
+            _plans.clear()
+        _plans[key] = plan
+    if plan is None:
         return False
-    sizes, strides = _coalesce(lead, [list(t.stride()[:-1]) for t in tensors])
-    if len(sizes) > _MAXD:
-        return False
-    rows = 1
-    for n in sizes:
-        rows *= n
-    ndim = len(sizes)
-    arr = ctypes.c_int64 * max(ndim, 1)
-    size_a = arr(*sizes)
-    stride_a = [arr(*st) for st in strides]
-    args = (
-        _DTYPES[x.dtype], int(layout == "interleaved"), ndim, size_a,
-        x.data_ptr(), stride_a[0], out.data_ptr(), stride_a[1],
-        tables[0].data_ptr(), stride_a[2], tables[1].data_ptr(), stride_a[3],
-        x.shape[-1] // 2,
-    )  # fmt: skip
+    ndim, sizes, (xs, os_, cs, ss), rows = plan
     threads = torch.get_num_threads() if state["openmp"] and x.numel() >= 2 * _GRAIN else 1
-    return state["lib"].ropelab_rotate(*args, 0, rows, threads) == 0
+    return state["lib"].ropelab_rotate(
+        _DTYPES[dtype], layout == "interleaved", ndim, sizes, x.data_ptr(), xs, out.data_ptr(), os_,
+        cos.data_ptr(), cs, sin.data_ptr(), ss, x.shape[-1] // 2, 0, rows, threads,
+    ) == 0

@@ -20,7 +20,7 @@ from . import _native
 from ._checks import PositionsLike, check_float_tensor, check_layout, check_x
 from .frequencies import angles
 
-__all__ = ["cos_sin", "cos_sin_from_angles", "rotate_half", "rotate_interleaved", "apply_rotary"]
+__all__ = ["cos_sin", "cos_sin_from_angles", "rotate_half", "rotate_interleaved", "apply_rotary", "kernel_status"]
 
 
 def cos_sin(
@@ -159,6 +159,21 @@ def _check_out(out: object, x: Tensor) -> Tensor:
 def _complex_view_ok(t: Tensor) -> bool:
     """Whether ``t``'s last axis can be viewed as complex pairs without a copy."""
     return t.stride(-1) == 1 and t.storage_offset() % 2 == 0 and all(st % 2 == 0 for st in t.stride()[:-1])
+
+
+def kernel_status() -> dict[str, object]:
+    """Whether :func:`apply_rotary` uses ropelab's fused CPU kernel here, and why not if it does not (09_performance).
+
+    Builds the kernel on the first call if it has not been built (a fraction
+    of a second with a C compiler; cached per machine). Returns a dict:
+    ``available`` (bool), ``reason`` (``"compiled"``, ``"loaded from cache"``
+    or why it is unavailable, e.g. no C compiler), ``compile_s`` (seconds the
+    compile took in this process, or None), ``path`` (the shared library),
+    ``dtypes`` (the dtypes it handles) and ``openmp`` (whether it splits rows
+    between threads). Where it is unavailable, and on a GPU, apply_rotary
+    takes its torch path.
+    """
+    return _native.status()
 
 
 def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, *, native: bool = True) -> None:

@@ -129,6 +129,15 @@ def test_declines_what_it_cannot_do():
     assert _native.rotate(x[:0], x[:0], cos, sin, "half_split")  # nothing to do is done
 
 
+def test_kernel_is_available_where_required():
+    # CI sets ROPELAB_REQUIRE_KERNEL=1 (.ci/run): there the kernel tests must run, not skip.
+    if os.environ.get("ROPELAB_REQUIRE_KERNEL") != "1":
+        pytest.skip("ROPELAB_REQUIRE_KERNEL is not set")
+    status = _native.status()
+    assert status["available"], f"the fused kernel did not build: {status['reason']}"
+    assert set(status["dtypes"]) >= {"float32", "float64", "bfloat16"} and status["openmp"]
+
+
 def test_coalesce_merges_contiguous_axes_and_drops_size_one():
     # (batch 2, heads 3, seq 5) with contiguous x and a (seq, dim) table broadcast over batch and heads
     sizes, strides = _native._coalesce([2, 3, 5], [[120, 40, 8], [120, 40, 8], [0, 0, 8]])
