@@ -162,7 +162,7 @@ def _complex_view_ok(t: Tensor) -> bool:
 
 
 def kernel_status() -> dict[str, object]:
-    """Whether :func:`apply_rotary` uses ropelab's fused CPU kernel here, and why not if it does not (09_performance).
+    """Whether :func:`~ropelab.apply_rotary` uses ropelab's fused CPU kernel here, and why not if it does not (09_performance).
 
     Builds the kernel on the first call if it has not been built (a fraction
     of a second with a C compiler; cached per machine). Returns a dict:
