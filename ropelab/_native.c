@@ -155,6 +155,22 @@ int ropelab_features(void) {
     return mask;
 }
 
+/* One row of x in a 16-bit type T, inside rotate_rows: its table rows are
+ * widened only when they differ from the previous row's. */
+#define ROW16(T, WIDEN, ROW, DIRECT)                                                                 \
+    do {                                                                                             \
+        const T *xr = (const T *)x + xo, *cr = (const T *)cos + co, *sr = (const T *)sin + so;     \
+        T *orow = (T *)out + oo;                                                                     \
+        if (2 * h > ROW_BUF) {                                                                       \
+            DIRECT(xr, orow, cr, sr, h, interleaved);                                                \
+            break;                                                                                   \
+        }                                                                                            \
+        if (co != last_co) WIDEN(cr, cf, 2 * h);                                                     \
+        if (so != last_so) WIDEN(sr, sf, 2 * h);                                                     \
+        last_co = co, last_so = so;                                                                  \
+        ROW(xr, orow, cf, sf, h, interleaved);                                                       \
+    } while (0)
+
 static int rotate_rows(int dtype, int interleaved, int ndim, const int64_t *size, const void *x, const int64_t *xs,
                        void *out, const int64_t *os, const void *cos, const int64_t *cs, const void *sin,
                        const int64_t *ss, int64_t h, int64_t row_begin, int64_t row_end) {
@@ -184,27 +200,11 @@ static int rotate_rows(int dtype, int interleaved, int ndim, const int64_t *size
                     h, interleaved);
             break;
         case BF16:
-            if (2 * h > ROW_BUF) {
-                row_bf16_direct((const uint16_t *)x + xo, (uint16_t *)out + oo, (const uint16_t *)cos + co,
-                                (const uint16_t *)sin + so, h, interleaved);
-                break;
-            }
-            if (co != last_co) widen_bf16((const uint16_t *)cos + co, cf, 2 * h);
-            if (so != last_so) widen_bf16((const uint16_t *)sin + so, sf, 2 * h);
-            last_co = co, last_so = so;
-            row_bf16((const uint16_t *)x + xo, (uint16_t *)out + oo, cf, sf, h, interleaved);
+            ROW16(uint16_t, widen_bf16, row_bf16, row_bf16_direct);
             break;
 #ifdef ROPELAB_HAVE_FLOAT16
         case F16:
-            if (2 * h > ROW_BUF) {
-                row_f16_direct((const _Float16 *)x + xo, (_Float16 *)out + oo, (const _Float16 *)cos + co,
-                               (const _Float16 *)sin + so, h, interleaved);
-                break;
-            }
-            if (co != last_co) widen_f16((const _Float16 *)cos + co, cf, 2 * h);
-            if (so != last_so) widen_f16((const _Float16 *)sin + so, sf, 2 * h);
-            last_co = co, last_so = so;
-            row_f16((const _Float16 *)x + xo, (_Float16 *)out + oo, cf, sf, h, interleaved);
+            ROW16(_Float16, widen_f16, row_f16, row_f16_direct);
             break;
 #endif
         default:
