@@ -207,6 +207,8 @@ def _plan(x: Tensor, out: Tensor, cos: Tensor, sin: Tensor) -> tuple | None:
     tensors = (x, out, *tables)
     if any(t.stride(-1) != 1 for t in tensors):
         return None
+    if any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape)):
+        return None  # out broadcast over an axis: torch refuses such an out=, and so does the kernel
     sizes, strides = _coalesce(lead, [list(t.stride()[:-1]) for t in tensors])
     if len(sizes) > _MAXD:
         return None

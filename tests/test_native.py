@@ -123,6 +123,7 @@ def test_declines_what_it_cannot_do():
     assert not _native.rotate(out[..., ::2].expand(2, 5, 4), x[..., ::2], cos[..., :4], sin[..., :4],
                               "half_split")  # rows not contiguous
     assert not _native.rotate(out, torch._neg_view(x), cos, sin, "half_split")  # a lazy negation bit
+    assert not _native.rotate(out[:1].expand(2, 5, 8), x, cos, sin, "half_split")  # out overlaps itself
     # while torch traces, the kernel steps aside so the trace sees the torch operations
     traced = trace_traffic(lambda: apply_rotary(x, cos, sin), x)
     assert traced.ops == ("mul", "addcmul_", "addcmul_")
