@@ -12,8 +12,10 @@
  *   interleaved out[2j]  = x[2j]*c[2j]   - x[2j+1]*s[2j]
  *               out[2j+1]= x[2j+1]*c[2j+1] + x[2j]*s[2j+1]
  * so float32 and float64 results are bit-identical to torch's
- * x*cos + rotate_half(x)*sin. bfloat16 and float16 are computed in float32
- * and rounded once (round to nearest even), one rounding instead of four.
+ * x*cos + rotate_half(x)*sin. bfloat16 and float16 are widened to float32
+ * (exactly), put through the same float32 formula, and its result rounded to
+ * the 16-bit type (to nearest even): one 16-bit rounding per output where the
+ * plain formula in bfloat16 makes three.
  */
 #include <stdint.h>
 #include <string.h>
@@ -125,7 +127,7 @@ static void narrow_f16(const float *in, _Float16 *out, int64_t n) {
 /* 16-bit rows: widen the row into a float32 buffer, rotate it with row_f32
  * against table rows already widened (rotate_rows widens a table row only
  * when it differs from the previous row's, so a decoding step widens its one
- * row once), and round back: one rounding per output. Rows wider than the
+ * row once), and round back: one 16-bit rounding per output. Rows wider than the
  * buffers take the direct loop, which computes the same. */
 #define ROW_BUF 1024
 #define ROW_WIDE(NAME, T, WIDEN, NARROW)                                                            \

@@ -18,8 +18,9 @@ is Windows, or ``ROPELAB_NATIVE=0`` is set, :func:`rotate` returns ``False``
 and the caller uses its torch path: nothing else changes.
 
 Rows are split between ``torch.get_num_threads()`` threads with OpenMP when
-the compiler supports it (``-fopenmp``); linked against ``libgomp.so.1``, the
-library shares the runtime torch has already loaded, and so its thread pool.
+the compiler supports it (``-fopenmp``). Where torch ships GNU OpenMP (its
+Linux wheels do), the library, linked against ``libgomp.so.1``, shares the
+runtime torch has already loaded, and so its thread pool.
 Without OpenMP the kernel runs on one thread. The loaded library, and the
 kernel's shape arguments for the shapes it has seen, are this module's only
 state.
@@ -91,7 +92,8 @@ def _build(cc: list[str], flags: list[str], target: Path) -> None:
     try:
         errors = []
         for extra in (["-fopenmp", "-DROPELAB_HAVE_FLOAT16"], ["-fopenmp"], ["-DROPELAB_HAVE_FLOAT16"], []):
-            proc = subprocess.run([*cc, *flags, *extra, str(_SOURCE), "-o", tmp], capture_output=True, text=True)
+            proc = subprocess.run([*cc, *flags, *extra, str(_SOURCE), "-o", tmp], capture_output=True, text=True,
+                                  timeout=120)
             if proc.returncode == 0:
                 os.replace(tmp, target)  # atomic: a concurrent process sees the old file or the whole new one
                 return
@@ -234,10 +236,12 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
         layout: ``"half_split"`` or ``"interleaved"``.
     """
     dtype = x.dtype
-    if x.device.type != "cpu" or dtype not in _DTYPES or out.dtype != dtype or cos.dtype != dtype \
-            or sin.dtype != dtype or cos.device.type != "cpu" or sin.device.type != "cpu":
+    if dtype not in _DTYPES or out.dtype != dtype or cos.dtype != dtype or sin.dtype != dtype:
         return False
-    if _traced() or any(type(t) not in _PLAIN or t.is_neg() for t in (out, x, cos, sin)):
+    tensors = (out, x, cos, sin)
+    if any(t.device.type != "cpu" or type(t) not in _PLAIN or t.is_neg() or t._is_zerotensor() for t in tensors):
+        return False  # a zero tensor has no data to point at
+    if _traced():
         return False
     state = _state or _load()
     if not state["available"] or dtype not in state["torch_dtypes"]:

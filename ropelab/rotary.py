@@ -14,7 +14,14 @@ Both rotate pair j by the angle m·θ_j (02_complex_rotation, eq. ``rot2x2``).
 from __future__ import annotations
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 from torch import Tensor
+
+try:
+    from torch._C._functorch import is_functorch_wrapped_tensor as _is_functorch_wrapped
+except ImportError:  # older torch: no torch.func wrappers to see
+    def _is_functorch_wrapped(t: Tensor) -> bool:
+        return False
 
 from . import _native
 from ._checks import PositionsLike, check_float_tensor, check_layout, check_x
@@ -143,7 +150,7 @@ def _check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
         raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}")
 
 
-def _check_out(out: object, x: Tensor) -> Tensor:
+def _check_out(out: object, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     if not isinstance(out, Tensor):
         raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
     if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
@@ -151,9 +158,20 @@ def _check_out(out: object, x: Tensor) -> Tensor:
             f"out must match x: shape {tuple(x.shape)}, {x.dtype} on {x.device}; "
             f"got shape {tuple(out.shape)}, {out.dtype} on {out.device}"
         )
-    if out.numel() and out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
-        raise ValueError("out must not share memory with x: each output pair needs both inputs of its pair")
+    if out.numel():
+        storage = out.untyped_storage().data_ptr()
+        if storage == x.untyped_storage().data_ptr():
+            raise ValueError("out must not share memory with x: each output pair needs both inputs of its pair")
+        if storage in (cos.untyped_storage().data_ptr(), sin.untyped_storage().data_ptr()):
+            raise ValueError("out must not share memory with cos or sin: the tables are read while out is written")
     return out
+
+
+def _transformed(*tensors: Tensor) -> bool:
+    """Whether a forward-mode AD level is active or torch.func (vmap, grad, jvp) wraps one of ``tensors``."""
+    if getattr(_forward_ad, "_current_level", -1) >= 0:
+        return True
+    return any(_is_functorch_wrapped(t) for t in tensors)
 
 
 def _complex_view_ok(t: Tensor) -> bool:
@@ -164,8 +182,8 @@ def _complex_view_ok(t: Tensor) -> bool:
 def kernel_status() -> dict[str, object]:
     """Whether :func:`~ropelab.apply_rotary` uses ropelab's fused CPU kernel here, and why not if it does not (09_performance).
 
-    Builds the kernel on the first call if it has not been built (a fraction
-    of a second with a C compiler; cached per machine). Returns a dict:
+    Builds the kernel on the first call if it has not been built (about a
+    second with a C compiler; cached per machine). Returns a dict:
     ``available`` (bool), ``reason`` (``"compiled"``, ``"loaded from cache"``
     or why it is unavailable, e.g. no C compiler), ``compile_s`` (seconds the
     compile took in this process, or None), ``path`` (the shared library),
@@ -182,8 +200,9 @@ def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, 
     The plain formula makes four full-size temporaries (x·cos, rot(x), its
     product with sin, and the sum). On the CPU this is one pass of ropelab's
     fused C kernel (:mod:`ropelab._native`): each output is the plain formula
-    term by term, bit-identical to it in float32 and float64, computed in
-    float32 and rounded once in bfloat16 and float16.
+    term by term: bit-identical to it in float32 and float64, and in
+    bfloat16 and float16 the float32 formula with its result rounded to the
+    16-bit type.
 
     Elsewhere (a GPU, no C compiler, ``native=False``, or while torch traces
     the call) it is the torch path. Interleaved pairs are one complex
@@ -288,7 +307,8 @@ def apply_rotary(
     moves about the bytes of a copy (09_performance). On the CPU a fused C
     kernel, compiled once per machine on first use, makes one pass and is
     bit-identical to the plain formula in float32 and float64 (in bfloat16
-    and float16 it computes in float32 and rounds once). On a GPU, without
+    and float16 it computes the formula in float32 and rounds the result to
+    the 16-bit type). On a GPU, without
     a C compiler, or while torch traces the call (``torch.compile``,
     dispatch modes), torch operations do it, within one rounding of each
     output of the plain formula; their interleaved path is one complex
@@ -319,17 +339,20 @@ def apply_rotary(
     elif not (0 < rotary_dim <= dim and rotary_dim % 2 == 0):
         raise ValueError(f"rotary_dim must be even and in (0, {dim}] for x of shape {tuple(x.shape)}, got {rotary_dim}")
     _check_tables(x, cos, sin, rotary_dim)
-    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
-        # out= kernels do not record gradients: take the plain formula when autograd needs them
-        # (training through q, k, or learnable frequencies as in RoPE-Mixed, 10_multi_axis).
-        if out is not None:
+    grad = torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)
+    if grad or _transformed(x, cos, sin):
+        # out= kernels record no gradients and a foreign kernel is opaque to torch.func (vmap, jvp) and
+        # forward-mode AD: take the plain formula, whose operations autograd and the transforms carry
+        # through (training through q, k, or learnable frequencies as in RoPE-Mixed, 10_multi_axis).
+        if out is not None and grad:
             raise ValueError("out= cannot be used when x, cos or sin require grad (autograd does not track out=)")
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         rot = rotate_half if layout == "half_split" else rotate_interleaved
         head = x[..., :rotary_dim]
         rotated = head * cos + rot(head) * sin
-        return rotated if rotary_dim == dim else torch.cat((rotated, x[..., rotary_dim:]), dim=-1)
-    out = torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else _check_out(out, x)
+        result = rotated if rotary_dim == dim else torch.cat((rotated, x[..., rotary_dim:]), dim=-1)
+        return result if out is None else _check_out(out, x, cos, sin).copy_(result)
+    out = torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else _check_out(out, x, cos, sin)
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     if rotary_dim == dim:
         _rotate_into(out, x, cos, sin, layout)

@@ -79,7 +79,9 @@ def test_bit_identical_to_plain_formula(layout, dtype, case):
 @needs_kernel
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("dim", [32, 2050])  # 2050: rows wider than the kernel's buffers take its direct loop
+# 20: a row that is not a whole number of 8-wide vectors (the scalar tail); 2050: rows wider than the
+# kernel's buffers, which take its direct loop
+@pytest.mark.parametrize("dim", [20, 32, 2050])
 def test_16_bit_is_the_float32_formula_rounded_once(layout, dtype, dim):
     if dtype == torch.float16 and "float16" not in _native.status()["dtypes"]:
         pytest.skip("this compiler has no _Float16: float16 takes the torch path")
@@ -98,10 +100,12 @@ def test_16_bit_is_the_float32_formula_rounded_once(layout, dtype, dim):
 
 @needs_kernel
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_threads_change_no_bit(layout):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("seq", [300, 1])  # prefill, and a decoding step (one table row for every row of x)
+def test_threads_change_no_bit(layout, dtype, seq):
     g = torch.Generator().manual_seed(2)
-    x = torch.randn(4, 8, 300, 64, generator=g)
-    cos, sin = tables(torch.arange(300), 64, layout, torch.float32)
+    x = torch.randn(64, 8, seq, 64, generator=g).to(dtype)
+    cos, sin = tables(torch.arange(seq) + 77, 64, layout, dtype)
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
@@ -110,7 +114,8 @@ def test_threads_change_no_bit(layout):
         many = run_kernel(x, cos, sin, layout)
     finally:
         torch.set_num_threads(before)
-    assert torch.equal(one, many) and torch.equal(one, plain(x, cos, sin, layout))
+    want = plain(x.float(), cos.float(), sin.float(), layout).to(dtype)
+    assert torch.equal(one, many) and torch.equal(one, want)
 
 
 @needs_kernel
@@ -124,6 +129,9 @@ def test_declines_what_it_cannot_do():
                               "half_split")  # rows not contiguous
     assert not _native.rotate(out, torch._neg_view(x), cos, sin, "half_split")  # a lazy negation bit
     assert not _native.rotate(out[:1].expand(2, 5, 8), x, cos, sin, "half_split")  # out overlaps itself
+    zero = torch._efficientzerotensor(5, 8)  # no data to point at: the torch path handles it
+    assert not _native.rotate(out, x, zero, sin, "half_split")
+    torch.testing.assert_close(apply_rotary(x, zero, sin), rotate_half(x) * sin)
     # while torch traces, the kernel steps aside so the trace sees the torch operations
     traced = trace_traffic(lambda: apply_rotary(x, cos, sin), x)
     assert traced.ops == ("mul", "addcmul_", "addcmul_")

@@ -234,9 +234,15 @@ def path(request, monkeypatch):
     """Run a test through the fused CPU kernel and again through the torch path (GPU, no compiler)."""
     if request.param == "torch":
         monkeypatch.setattr(_native, "rotate", lambda *args: False)
-    elif not _native.status()["available"]:
+        yield request.param
+        return
+    if not _native.status()["available"]:
         pytest.skip(f"fused kernel unavailable: {_native.status()['reason']}")
-    return request.param
+    ran = []
+    rotate = _native.rotate
+    monkeypatch.setattr(_native, "rotate", lambda *args: ran.append(rotate(*args)) or ran[-1])
+    yield request.param
+    assert any(ran), "the kernel declined every call: this test did not run it"
 
 def plain(x, cos, sin, layout):
     rot = rotate_half if layout == "half_split" else rotate_interleaved
@@ -283,6 +289,30 @@ def test_out_errors():
         apply_rotary(x, cos, sin, out=torch.empty(3, 8, dtype=torch.float64))
     with pytest.raises(TypeError, match="out must be a torch.Tensor"):
         apply_rotary(x, cos, sin, out=[0.0] * 24)
+    table = sin.clone()
+    with pytest.raises(ValueError, match="out must not share memory with cos or sin"):
+        apply_rotary(x, cos, table, out=table)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")  # torch.func's own import
+def test_forward_mode_ad_and_torch_func_see_the_plain_formula(layout):
+    # The fused kernel is opaque to forward-mode AD and torch.func, so apply_rotary takes the plain formula
+    # for them. RoPE is linear in x, so the tangent of apply_rotary(x) along t is apply_rotary(t).
+    import torch.autograd.forward_ad as fwAD
+
+    g = torch.Generator().manual_seed(4)
+    x, t = torch.randn(2, 3, 7, 16, generator=g, dtype=F64), torch.randn(2, 3, 7, 16, generator=g, dtype=F64)
+    cos, sin = cos_sin(torch.arange(7), inv_freq(16, dtype=F64), layout=layout, dtype=F64)
+    rope = lambda v: apply_rotary(v, cos, sin, layout=layout)  # noqa: E731
+    with fwAD.dual_level():
+        primal, tangent = fwAD.unpack_dual(rope(fwAD.make_dual(x, t)))
+    torch.testing.assert_close(primal, plain(x, cos, sin, layout), rtol=0, atol=1e-15)
+    assert tangent is not None
+    torch.testing.assert_close(tangent, plain(t, cos, sin, layout), rtol=0, atol=1e-15)
+    _, jvp_tangent = torch.func.jvp(rope, (x,), (t,))
+    torch.testing.assert_close(jvp_tangent, plain(t, cos, sin, layout), rtol=0, atol=1e-15)
+    torch.testing.assert_close(torch.func.vmap(rope)(x), plain(x, cos, sin, layout), rtol=0, atol=1e-15)
 
 
 # --- chapter 10 additions ---
