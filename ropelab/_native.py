@@ -75,23 +75,30 @@ def _compiler() -> list[str] | None:
 
 def _flags() -> list[str]:
     # -ffp-contract=off: no fused multiply-add, so float32/float64 match torch's formula bit for bit.
-    flags = ["-O3", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-math-errno"]
+    return ["-O3", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-math-errno"]
+
+
+def _isa_flags() -> list[str]:
+    """AVX2 and F16C for the 16-bit conversions, on x86 CPUs that torch finds AVX2 (or AVX-512) on."""
     if platform.machine().lower() in ("x86_64", "amd64") and torch.backends.cpu.get_cpu_capability() in (
         "AVX2",
         "AVX512",
     ):
-        flags += ["-mavx2", "-mf16c"]
-    return flags
+        return ["-mavx2", "-mf16c"]
+    return []
 
 
 def _build(cc: list[str], flags: list[str], target: Path) -> None:
-    """Compile the kernel into ``target``: with OpenMP and float16 (``_Float16``) where the compiler has them."""
+    """Compile the kernel into ``target``, with what the compiler supports of: the vector ISA of
+    :func:`_isa_flags`, OpenMP, and float16 (``_Float16``); a plain build is the last resort."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     try:
         errors = []
-        for extra in (["-fopenmp", "-DROPELAB_HAVE_FLOAT16"], ["-fopenmp"], ["-DROPELAB_HAVE_FLOAT16"], []):
+        isa = _isa_flags()
+        for extra in ([*isa, "-fopenmp", "-DROPELAB_HAVE_FLOAT16"], [*isa, "-fopenmp"], ["-fopenmp"],
+                      [*isa, "-DROPELAB_HAVE_FLOAT16"], []):
             proc = subprocess.run([*cc, *flags, *extra, str(_SOURCE), "-o", tmp], capture_output=True, text=True,
                                   timeout=120)
             if proc.returncode == 0:
@@ -120,10 +127,9 @@ def _load() -> dict[str, Any]:
                 raise RuntimeError("no C compiler found ($CC, cc, gcc, clang)")
             flags = _flags()
             stat = os.stat(cc[0])
-            key = hashlib.sha256(
-                b"\0".join([_SOURCE.read_bytes(), " ".join(cc + flags).encode(), f"{stat.st_size}:{stat.st_mtime_ns}".encode(),
-                            platform.machine().encode()])
-            ).hexdigest()[:16]
+            recipe = [_SOURCE.read_bytes(), " ".join(cc + flags + _isa_flags()).encode(),
+                      f"{stat.st_size}:{stat.st_mtime_ns}".encode(), platform.machine().encode()]
+            key = hashlib.sha256(b"\0".join(recipe)).hexdigest()[:16]  # source, flags, compiler, machine
             target = _cache_dir() / f"rotary-{key}.so"
             if not target.exists():
                 t0 = time.perf_counter()

@@ -185,6 +185,23 @@ def test_without_a_working_compiler_apply_rotary_takes_the_torch_path(monkeypatc
 
 
 @needs_kernel
+def test_a_compiler_without_openmp_or_avx2_still_builds_a_serial_kernel(monkeypatch, tmp_path):
+    # a stand-in for compilers without OpenMP (Apple's clang) or without the x86 vector flags
+    cc = tmp_path / "plain-cc"
+    cc.write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in -fopenmp|-mavx2) exit 1;; esac; done\n'
+                  f'exec {_native._compiler()[0]} "$@"\n')
+    cc.chmod(0o755)
+    _fresh_state(monkeypatch, tmp_path / "cache", CC=str(cc))
+    status = _native.status()
+    assert status["available"] and status["openmp"] is False and "bfloat16" in status["dtypes"]
+    g = torch.Generator().manual_seed(5)
+    for layout in LAYOUTS:
+        x = torch.randn(4, 8, 100, 64, generator=g)
+        cos, sin = tables(torch.arange(100), 64, layout, torch.float32)
+        assert torch.equal(run_kernel(x, cos, sin, layout), plain(x, cos, sin, layout))
+
+
+@needs_kernel
 def test_compiled_once_then_loaded_from_the_cache(tmp_path):
     script = ("import json, ropelab._native as n; s = n.status(); "
               "print(json.dumps([s['available'], s['reason'], s['compile_s']]))")

@@ -1,0 +1,113 @@
+"""Argument checks shared by the public functions.
+
+Every check raises ``ValueError`` (or ``TypeError`` for a wrong type) with a
+message that names the argument and what it got, so that a caller never has
+to decode a broadcasting error from deep inside torch.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import torch
+from torch import Tensor
+
+LAYOUTS = ("half_split", "interleaved")
+
+PositionsLike = Union[Tensor, Sequence[int], range, int]
+
+
+def check_dim(dim: object, name: str = "dim") -> int:
+    """Return ``dim`` as an int after checking it is a positive even integer."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{name} must be an int, got {type(dim).__name__} {dim!r}")
+    if dim <= 0:
+        raise ValueError(f"{name} must be a positive even integer, got {dim}")
+    if dim % 2:
+        raise ValueError(f"{name} must be even (channels are rotated in pairs), got {dim}")
+    return dim
+
+
+def check_base(base: object) -> float:
+    """Return ``base`` as a float after checking it is a finite number > 1."""
+    if isinstance(base, bool) or not isinstance(base, (int, float)):
+        raise TypeError(f"base must be a number, got {type(base).__name__} {base!r}")
+    base = float(base)
+    if not base > 1.0 or base == float("inf"):
+        raise ValueError(
+            f"base must be a finite number greater than 1 (θ_j = base^(-2j/d) must decrease), got {base}"
+        )
+    return base
+
+
+def check_layout(layout: object) -> str:
+    """Return ``layout`` after checking it names one of :data:`LAYOUTS`."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    return layout  # type: ignore[return-value]
+
+
+def check_float_tensor(t: object, name: str) -> Tensor:
+    """Check ``t`` is a floating-point tensor."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if not t.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    return t
+
+
+def check_inv_freq(inv_freq: object) -> Tensor:
+    """Check ``inv_freq`` is a 1-D float tensor of float32 or wider."""
+    inv_freq = check_float_tensor(inv_freq, "inv_freq")
+    if inv_freq.ndim != 1 or inv_freq.numel() == 0:
+        raise ValueError(f"inv_freq must be a non-empty 1-D tensor (dim//2,), got shape {tuple(inv_freq.shape)}")
+    if inv_freq.dtype not in (torch.float32, torch.float64):
+        raise TypeError(
+            f"inv_freq must be float32 or float64 (angles are never computed in a narrower type), "
+            f"got {inv_freq.dtype}"
+        )
+    return inv_freq
+
+
+def as_positions(
+    positions: PositionsLike,
+    device: torch.device | None = None,
+    *,
+    name: str = "positions",
+    nonnegative: bool = True,
+) -> Tensor:
+    """Return integer ``positions`` as an int64 tensor.
+
+    Accepts an integer tensor, an int, a range or a sequence of ints. Float
+    positions are refused rather than silently truncated: a position is a
+    token index, and fractional positions (as in Position Interpolation) are
+    expressed by scaling ``inv_freq`` instead. ``name`` is used in error
+    messages; ``nonnegative=False`` admits negative values (distances m − n).
+    """
+    if isinstance(positions, Tensor):
+        t = positions
+    elif isinstance(positions, bool):
+        raise TypeError(f"{name} must be integers, got bool")
+    elif isinstance(positions, (int, range, list, tuple)):
+        t = torch.as_tensor(list(positions) if isinstance(positions, range) else positions)
+    else:
+        raise TypeError(f"{name} must be an integer tensor, int or sequence of ints, got {type(positions).__name__}")
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(
+            f"{name} must have an integer dtype (token indices), got {t.dtype}; "
+            f"convert explicitly with {name}.long() if the values are whole numbers"
+        )
+    if nonnegative and t.numel() and bool((t < 0).any()):
+        raise ValueError(f"{name} must be >= 0, got a minimum of {int(t.min())}")
+    t = t.long()
+    return t if device is None else t.to(device)
+
+
+def check_x(x: object, name: str = "x") -> Tensor:
+    """Check ``x`` is a floating tensor ``(..., seq, dim)`` with an even ``dim``."""
+    x = check_float_tensor(x, name)
+    if x.ndim < 2:
+        raise ValueError(f"{name} must have shape (..., seq, dim), got shape {tuple(x.shape)}")
+    if x.shape[-1] % 2:
+        raise ValueError(f"{name}'s last axis (dim) must be even, got shape {tuple(x.shape)}")
+    return x

@@ -1,0 +1,265 @@
+"""A fused CPU kernel for :func:`ropelab.apply_rotary`, compiled on first use (09_performance).
+
+Applying RoPE reads ``x``, ``cos`` and ``sin`` and writes the result; the
+arithmetic is negligible, so the time is memory traffic. torch's eager
+operators each make a pass over memory, and half-split pairs need three of
+them even without temporaries, with 64-element inner loops over half-rows.
+``_native.c`` does the whole formula in one pass, row by row: about the
+traffic of ``out.copy_(x)``.
+
+The C source ships with the package. On the first CPU call ropelab compiles
+it with the system C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang``)
+into a per-user cache directory (``$ROPELAB_CACHE_DIR``, else
+``$XDG_CACHE_HOME/ropelab``, else ``~/.cache/ropelab``) keyed by the source,
+the flags and the compiler, and loads it with :mod:`ctypes`; later processes
+load the cached library. :func:`status` reports what happened and how long
+the compile took. Where there is no compiler, the compile fails, the platform
+is Windows, or ``ROPELAB_NATIVE=0`` is set, :func:`rotate` returns ``False``
+and the caller uses its torch path: nothing else changes.
+
+Rows are split between ``torch.get_num_threads()`` threads with OpenMP when
+the compiler supports it (``-fopenmp``). Where torch ships GNU OpenMP (its
+Linux wheels do), the library, linked against ``libgomp.so.1``, shares the
+runtime torch has already loaded, and so its thread pool.
+Without OpenMP the kernel runs on one thread. The loaded library, and the
+kernel's shape arguments for the shapes it has seen, are this module's only
+state.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = ["rotate", "status"]
+
+_SOURCE = Path(__file__).with_name("_native.c")
+_MAXD = 4  # leading axes the kernel indexes (MAXD in _native.c)
+_DTYPES = {torch.float32: 0, torch.float64: 1, torch.bfloat16: 2, torch.float16: 3}
+_GRAIN = 32768  # elements below which one thread beats waking others (torch's at::internal::GRAIN_SIZE)
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+_plans: dict[tuple, tuple | None] = {}  # shapes and strides -> the kernel's shape arguments (see _plan)
+
+
+def _cache_dir() -> Path:
+    if os.environ.get("ROPELAB_CACHE_DIR"):
+        return Path(os.environ["ROPELAB_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "ropelab"
+
+
+def _compiler() -> list[str] | None:
+    cc = os.environ.get("CC", "").split()
+    if cc and shutil.which(cc[0]):
+        return [shutil.which(cc[0]) or cc[0], *cc[1:]]
+    for name in ("cc", "gcc", "clang"):
+        path = shutil.which(name)
+        if path:
+            return [path]
+    return None
+
+
+def _flags() -> list[str]:
+    # -ffp-contract=off: no fused multiply-add, so float32/float64 match torch's formula bit for bit.
+    flags = ["-O3", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-math-errno"]
+    if platform.machine().lower() in ("x86_64", "amd64") and torch.backends.cpu.get_cpu_capability() in (
+        "AVX2",
+        "AVX512",
+    ):
+        flags += ["-mavx2", "-mf16c"]
+    return flags
+
+
+def _build(cc: list[str], flags: list[str], target: Path) -> None:
+    """Compile the kernel into ``target``: with OpenMP and float16 (``_Float16``) where the compiler has them."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    try:
+        errors = []
+        for extra in (["-fopenmp", "-DROPELAB_HAVE_FLOAT16"], ["-fopenmp"], ["-DROPELAB_HAVE_FLOAT16"], []):
+            proc = subprocess.run([*cc, *flags, *extra, str(_SOURCE), "-o", tmp], capture_output=True, text=True,
+                                  timeout=120)
+            if proc.returncode == 0:
+                os.replace(tmp, target)  # atomic: a concurrent process sees the old file or the whole new one
+                return
+            errors.append(proc.stderr.strip().splitlines()[-1:] or ["(no message)"])
+        raise RuntimeError(f"{' '.join(cc)} failed: {errors[-1][0]}")
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _load() -> dict[str, Any]:
+    """Find or build the library once per process; the result is cached in ``_state``."""
+    with _lock:
+        if _state:
+            return _state
+        state: dict[str, Any] = {"available": False, "lib": None, "compile_s": None, "path": None}
+        try:
+            if os.environ.get("ROPELAB_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
+                raise RuntimeError("disabled by ROPELAB_NATIVE")
+            if os.name == "nt":
+                raise RuntimeError("not built on Windows")
+            cc = _compiler()
+            if cc is None:
+                raise RuntimeError("no C compiler found ($CC, cc, gcc, clang)")
+            flags = _flags()
+            stat = os.stat(cc[0])
+            key = hashlib.sha256(
+                b"\0".join([_SOURCE.read_bytes(), " ".join(cc + flags).encode(), f"{stat.st_size}:{stat.st_mtime_ns}".encode(),
+                            platform.machine().encode()])
+            ).hexdigest()[:16]
+            target = _cache_dir() / f"rotary-{key}.so"
+            if not target.exists():
+                t0 = time.perf_counter()
+                _build(cc, flags, target)
+                state["compile_s"] = time.perf_counter() - t0
+            lib = ctypes.CDLL(str(target))
+            lib.ropelab_features.restype = ctypes.c_int
+            i64p = ctypes.POINTER(ctypes.c_int64)
+            lib.ropelab_rotate.restype = ctypes.c_int
+            lib.ropelab_rotate.argtypes = [
+                ctypes.c_int, ctypes.c_int, ctypes.c_int, i64p,
+                ctypes.c_void_p, i64p, ctypes.c_void_p, i64p, ctypes.c_void_p, i64p, ctypes.c_void_p, i64p,
+                ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
+            ]  # fmt: skip
+            mask = lib.ropelab_features()
+            state.update(
+                available=True,
+                lib=lib,
+                path=str(target),
+                reason="compiled" if state["compile_s"] is not None else "loaded from cache",
+                dtypes=[str(dt).removeprefix("torch.") for dt, code in _DTYPES.items() if mask >> code & 1],
+                torch_dtypes=frozenset(dt for dt, code in _DTYPES.items() if mask >> code & 1),
+                openmp=bool(mask >> 8 & 1),
+            )
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            state["reason"] = str(exc)
+        _state.update(state)
+        return _state
+
+
+def status() -> dict[str, Any]:
+    """Whether the fused kernel is in use, and why not if it is not.
+
+    Returns a dict with ``available`` (bool), ``reason`` (``"compiled"``,
+    ``"loaded from cache"`` or why it is unavailable), ``compile_s`` (seconds
+    the compile took in this process, or None), ``path``, ``dtypes`` and
+    ``openmp`` (whether rows are split between threads).
+    Building happens here if it has not yet.
+    """
+    return {k: v for k, v in _load().items() if k not in ("lib", "torch_dtypes")}
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # subclasses (FakeTensor, ...) may have no data to point at
+
+
+def _traced() -> bool:
+    """Whether torch is recording operations: a dispatch or function mode (``trace_traffic``,
+    FakeTensor, export) or ``torch.compile``. A foreign call would be invisible to them, so the
+    caller's torch path runs instead."""
+    return bool(
+        torch._C._len_torch_dispatch_stack()
+        or torch._C._is_torch_function_mode_enabled()
+        or getattr(torch.compiler, "is_compiling", lambda: False)()  # torch >= 2.3
+    )
+
+
+def _coalesce(sizes: list[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
+    """Merge leading axes that are contiguous with the next one in every tensor, and drop size-1 axes."""
+    keep = [i for i, n in enumerate(sizes) if n != 1]
+    sizes = [sizes[i] for i in keep]
+    strides = [[st[i] for i in keep] for st in strides]
+    i = len(sizes) - 2
+    while i >= 0:
+        if all(st[i] == st[i + 1] * sizes[i + 1] for st in strides):
+            sizes[i + 1] *= sizes[i]
+            del sizes[i]
+            for st in strides:
+                del st[i]
+        i -= 1
+    return sizes, strides
+
+
+def _plan(x: Tensor, out: Tensor, cos: Tensor, sin: Tensor) -> tuple | None:
+    """The kernel's shape arguments for these shapes and strides, or None if it cannot take them.
+
+    Returns ``(ndim, sizes, (x, out, cos, sin) strides as ctypes arrays, rows)``.
+    """
+    lead = list(x.shape[:-1])
+    try:
+        tables = [t.expand(*lead, x.shape[-1]) for t in (cos, sin)]
+    except RuntimeError:
+        return None
+    tensors = (x, out, *tables)
+    if any(t.stride(-1) != 1 for t in tensors):
+        return None
+    if any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape)):
+        return None  # out broadcast over an axis: torch refuses such an out=, and so does the kernel
+    sizes, strides = _coalesce(lead, [list(t.stride()[:-1]) for t in tensors])
+    if len(sizes) > _MAXD:
+        return None
+    rows = 1
+    for n in sizes:
+        rows *= n
+    arr = ctypes.c_int64 * max(len(sizes), 1)
+    return len(sizes), arr(*sizes), tuple(arr(*st) for st in strides), rows
+
+
+def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> bool:
+    """``out = x·cos + rot(x)·sin`` in one pass if the kernel applies; False to let the caller do it.
+
+    It applies to CPU tensors of float32, float64, bfloat16 or float16 whose
+    rows are contiguous (tables included), once the library has loaded, and
+    never while torch is tracing (see :func:`_traced`). The shape arguments
+    for each combination of shapes and strides are worked out once and kept
+    (a decoding loop calls this with the same shapes at every step).
+
+    Args:
+        out, x: ``(..., seq, dim)`` CPU tensors of one dtype, each row contiguous, not overlapping.
+        cos, sin: ``(..., seq, dim)`` in ``x``'s dtype, broadcastable to ``x``.
+        layout: ``"half_split"`` or ``"interleaved"``.
+    """
+    dtype = x.dtype
+    if dtype not in _DTYPES or out.dtype != dtype or cos.dtype != dtype or sin.dtype != dtype:
+        return False
+    tensors = (out, x, cos, sin)
+    if any(t.device.type != "cpu" or type(t) not in _PLAIN or t.is_neg() or t._is_zerotensor() for t in tensors):
+        return False  # a zero tensor has no data to point at
+    if _traced():
+        return False
+    state = _state or _load()
+    if not state["available"] or dtype not in state["torch_dtypes"]:
+        return False
+    if x.numel() == 0:
+        return True
+    key = (x.shape, x.stride(), out.stride(), cos.shape, cos.stride(), sin.shape, sin.stride())
+    plan = _plans.get(key, False)
+    if plan is False:
+        plan = _plan(x, out, cos, sin)
+        if len(_plans) >= 256:
+            _plans.clear()
+        _plans[key] = plan
+    if plan is None:
+        return False
+    ndim, sizes, (xs, os_, cs, ss), rows = plan
+    threads = torch.get_num_threads() if state["openmp"] and x.numel() >= 2 * _GRAIN else 1
+    return state["lib"].ropelab_rotate(
+        _DTYPES[dtype], layout == "interleaved", ndim, sizes, x.data_ptr(), xs, out.data_ptr(), os_,
+        cos.data_ptr(), cs, sin.data_ptr(), ss, x.shape[-1] // 2, 0, rows, threads,
+    ) == 0

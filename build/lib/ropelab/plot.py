@@ -1,0 +1,811 @@
+"""Every figure the book shows, one function per figure.
+
+Each function is pure: it takes data or parameters, computes what it needs
+through ropelab, and returns a :class:`matplotlib.figure.Figure` with a
+title, labelled axes (with units) and a legend where there is more than one
+line. Figures are closed in pyplot before they are returned, so a notebook
+shows each exactly once (as the cell's value) and no global figure state
+leaks between cells. Only the notebooks import this module.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+__all__: list[str] = []
+
+
+def _new_figure(nrows: int = 1, ncols: int = 1, *, width: float = 6.4, height: float = 4.0, **kw):
+    """A fresh (fig, axes) pair, detached from pyplot's figure manager."""
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), layout="constrained", **kw)
+    plt.close(fig)
+    return fig, axes
+
+
+def _finish(fig: Figure, title: str) -> Figure:
+    fig.suptitle(title)
+    return fig
+
+
+# --- 01_frequencies -------------------------------------------------------
+
+__all__ += ["frequency_spectrum"]
+
+
+def frequency_spectrum(
+    dim: int = 128, bases: tuple[float, ...] = (1e4, 5e5), *, context_len: int | None = 8192
+) -> Figure:
+    """θ_j and λ_j = 2π/θ_j against the pair index j for each base (01_frequencies).
+
+    Two panels with a log y axis: the frequencies (eq. ``theta``) and the
+    wavelengths (eq. ``wavelength``). Both are straight lines on a log axis,
+    since they are geometric in j. A dashed line marks ``context_len`` on the
+    wavelength panel: the pairs below it complete a full turn within that
+    context (eq. ``freq-fullturn``).
+
+    Args:
+        dim: head dimension d.
+        bases: the bases to compare, one line each.
+        context_len: a context length in tokens to mark, or None.
+    """
+    import torch
+
+    from .frequencies import full_turn_pairs, inv_freq, wavelengths
+
+    fig, (ax_theta, ax_lambda) = _new_figure(1, 2, width=10.0, height=4.0)
+    j = list(range(dim // 2))
+    for base in bases:
+        name = f"base = {base:,.0f}"
+        ax_theta.plot(j, inv_freq(dim, base, dtype=torch.float64).tolist(), marker=".", ms=3, label=name)
+        if context_len is not None:
+            name += f" ({full_turn_pairs(dim, base, context_len)} pairs with $\\lambda_j \\leq L$)"
+        ax_lambda.plot(j, wavelengths(dim, base).tolist(), marker=".", ms=3, label=name)
+    if context_len is not None:
+        ax_lambda.axhline(context_len, color="0.3", ls="--", lw=1, label=f"L = {context_len:,} tokens")
+    ax_theta.set_title(r"frequency $\theta_j$")
+    ax_theta.set_ylabel(r"$\theta_j$ (radians per token)")
+    ax_lambda.set_title(r"wavelength $\lambda_j = 2\pi/\theta_j$")
+    ax_lambda.set_ylabel(r"$\lambda_j$ (tokens)")
+    for ax in (ax_theta, ax_lambda):
+        ax.set_yscale("log")
+        ax.set_xlabel(r"pair index $j$ (0-based)")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize="small")
+    return _finish(fig, f"The RoPE frequency ladder, d = {dim}")
+
+
+# --- 02_complex_rotation --------------------------------------------------
+
+from collections.abc import Sequence  # noqa: E402  (kept in this chapter's section)
+
+import numpy as np  # noqa: E402
+
+__all__ += ["pair_rotation", "pair_score"]
+
+
+def pair_rotation(
+    thetas: Sequence[float] = (1.0, 10000.0 ** (-126 / 128)),
+    positions: Sequence[int] = range(8),
+    *,
+    pair: tuple[float, float] = (1.0, 0.0),
+    names: Sequence[str] | None = None,
+) -> Figure:
+    """One channel pair z = x₁ + i·x₂ rotated to z·e^{imθ} at several positions m, one panel per θ.
+
+    Each panel draws the circle |z| and an arrow from the origin to z·e^{imθ}
+    for every m in ``positions``, annotated with m (02_complex_rotation,
+    eq. ``euler``). When a panel's whole sweep is under 0.2 rad (a slow pair),
+    an inset zooms in on the arrow tips so the positions can be told apart.
+
+    Args:
+        thetas: the frequencies θ (rad per token), one panel each. The default
+            is θ_0 = 1 and θ_63 = 10000^(-126/128) for d = 128.
+        positions: the integer positions m to draw.
+        pair: the pair (x₁, x₂) at position 0.
+        names: panel titles' names for the frequencies (default θ = value).
+    """
+    import torch
+
+    from .complex import apply_rotary_complex
+
+    thetas = [float(t) for t in thetas]
+    pos = list(positions)
+    names = list(names) if names is not None else [f"θ = {t:.3g} rad/token" for t in thetas]
+    if len(names) != len(thetas):
+        raise ValueError(f"names has {len(names)} entries for {len(thetas)} thetas")
+    z0 = complex(*pair)
+    radius = abs(z0)
+    if radius == 0:
+        raise ValueError("pair must be non-zero")
+    fig, axes = _new_figure(1, len(thetas), width=4.6 * len(thetas), height=4.8, squeeze=False)
+    colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, len(pos)))
+    circle_t = np.linspace(0.0, 2.0 * np.pi, 361)
+    for ax, theta, name in zip(axes[0], thetas, names):
+        x = torch.tensor([pair], dtype=torch.float64).expand(len(pos), 2)
+        rotated = apply_rotary_complex(x, pos, torch.tensor([theta], dtype=torch.float64))  # z·e^{imθ}, (len(pos), 2)
+        zs = torch.view_as_complex(rotated.contiguous()).numpy()
+        ax.plot(radius * np.cos(circle_t), radius * np.sin(circle_t), color="0.75", lw=1.0)
+        for z, c in zip(zs, colors):
+            ax.annotate("", xy=(z.real, z.imag), xytext=(0.0, 0.0),
+                        arrowprops=dict(arrowstyle="-|>", color=c, lw=1.4, shrinkA=0, shrinkB=0))
+        sweep = abs(theta) * (max(pos) - min(pos)) if pos else 0.0
+        if sweep >= 0.2:
+            for m, z, c in zip(pos, zs, colors):
+                u = z / abs(z)
+                ax.annotate(f"m={m}", xy=(z.real, z.imag), xytext=(z.real + 0.17 * radius * u.real, z.imag + 0.17 * radius * u.imag),
+                            ha="center", va="center", fontsize=8, color=c)
+        else:
+            ins = ax.inset_axes([0.05, 0.53, 0.3, 0.42])
+            ins.scatter(zs.real, zs.imag, c=colors, s=18, zorder=3)
+            for m, z, c in zip(pos, zs, colors):
+                ins.annotate(f"m={m}", xy=(z.real, z.imag), xytext=(6, 0), textcoords="offset points",
+                             va="center", fontsize=7, color=c)
+            lo, hi = float(zs.imag.min()), float(zs.imag.max())
+            span = max(hi - lo, 1e-12)
+            cx = float(zs.real.mean())
+            ins.set_xlim(cx - 0.6 * span, cx + 0.6 * span)
+            ins.set_ylim(lo - 0.1 * span, hi + 0.1 * span)
+            ins.set_aspect("equal")
+            ins.set_xticks([])
+            ins.set_yticks([])
+            ins.set_title(f"zoom: tips span {sweep:.1e} rad", fontsize=7)
+            ax.indicate_inset_zoom(ins, edgecolor="0.4")
+        lim = 1.3 * radius
+        ax.set_xlim(-lim, lim)
+        ax.set_ylim(-lim, lim)
+        ax.set_aspect("equal")
+        ax.axhline(0.0, color="0.85", lw=0.8, zorder=0)
+        ax.axvline(0.0, color="0.85", lw=0.8, zorder=0)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("Re z = first channel x₁ (input units)")
+        ax.set_ylabel("Im z = second channel x₂ (input units)")
+    return _finish(fig, rf"One pair $z$ rotated to $z\,e^{{im\theta}}$ at positions m = {pos[0]}..{pos[-1]}")
+
+
+def pair_score(
+    q: complex = complex(1.0, 0.5),
+    k: complex = complex(0.8, -0.4),
+    thetas: Sequence[float] = (1.0, 0.1),
+    distances: Sequence[int] = range(-24, 25),
+) -> Figure:
+    """The one-pair score Re[q·conj(k)·e^{i(m−n)θ}] against m − n, one line per θ (02_complex_rotation, eq. ``relative``).
+
+    Computed by :func:`ropelab.complex.relative_score`. The dashed lines are
+    ±|q|·|k|, the bound the score oscillates between.
+
+    Args:
+        q, k: the query and key pairs as complex numbers q₁ + i·q₂.
+        thetas: frequencies θ in rad per token.
+        distances: the integer distances m − n on the x axis.
+    """
+    import torch
+
+    from .complex import relative_score
+
+    dist = torch.tensor(list(distances), dtype=torch.int64)
+    qt = torch.tensor([q.real, q.imag], dtype=torch.float64)
+    kt = torch.tensor([k.real, k.imag], dtype=torch.float64)
+    fig, ax = _new_figure(width=8.0, height=4.0)
+    for theta in thetas:
+        s = relative_score(qt, kt, dist, torch.tensor([float(theta)], dtype=torch.float64))
+        ax.plot(dist.numpy(), s.numpy(), marker="o", ms=3, lw=1.0, label=f"θ = {float(theta):.3g} rad/token")
+    bound = abs(q) * abs(k)
+    ax.axhline(bound, color="0.5", ls="--", lw=1.0, label="±|q|·|k|")
+    ax.axhline(-bound, color="0.5", ls="--", lw=1.0)
+    ax.set_xlabel("relative position m − n (tokens)")
+    ax.set_ylabel(r"score $\mathrm{Re}[q\,\bar{k}\,e^{i(m-n)\theta}]$ (units of q·k)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return _finish(fig, f"One pair's score against m − n (q = {q.real:g}{q.imag:+g}i, k = {k.real:g}{k.imag:+g}i)")
+
+
+# --- 03_pairing -------------------------------------------------------------
+
+__all__ += ["pairing_diagram", "score_comparison"]
+
+
+def pairing_diagram(dim: int = 8) -> Figure:
+    """Which channels form a pair in the interleaved and the half-split layouts, and how P moves them (03_pairing).
+
+    Top row: the interleaved layout, channel k holds x_k and pairs (2i, 2i+1).
+    Bottom row: the half-split layout after ``to_half_split``, channel p holds
+    x_{perm[p]} and pairs (i, i + d/2). One colour per pair i (frequency θ_i);
+    an arrow from channel k to P(k) for every channel (eq. ``permutation``).
+
+    Args:
+        dim: head dimension d (even, small: 4 to 16 reads well).
+    """
+    import matplotlib.patches as mpatches
+    import numpy as np
+
+    from .pairing import half_split_permutation
+
+    perm_t = half_split_permutation(dim)
+    perm, dest = perm_t.tolist(), perm_t.argsort().tolist()  # dest[k] = P(k), where channel k lands
+    half = dim // 2
+    cmap = plt.get_cmap("tab10" if half <= 10 else "viridis")
+    colours = [cmap(i if half <= 10 else i / max(half - 1, 1)) for i in range(half)]
+    fig, ax = _new_figure(width=max(6.4, 0.9 * dim), height=4.2)
+    rows = {"interleaved": 1.0, "half_split": 0.0}
+    w, h = 0.8, 0.34
+    for k in range(dim):  # interleaved row: channel k holds x_k, pair k // 2
+        ax.add_patch(mpatches.FancyBboxPatch((k - w / 2, rows["interleaved"] - h / 2), w, h,
+                                             boxstyle="round,pad=0.02", color=colours[k // 2], alpha=0.85))
+        ax.text(k, rows["interleaved"], f"$x_{{{k}}}$", ha="center", va="center", fontsize=12)
+    for p in range(dim):  # half-split row: channel p holds x_perm[p], pair p mod d/2
+        ax.add_patch(mpatches.FancyBboxPatch((p - w / 2, rows["half_split"] - h / 2), w, h,
+                                             boxstyle="round,pad=0.02", color=colours[p % half], alpha=0.85))
+        ax.text(p, rows["half_split"], f"$x_{{{perm[p]}}}$", ha="center", va="center", fontsize=12)
+    for k in range(dim):
+        ax.annotate("", xy=(dest[k], rows["half_split"] + h / 2 + 0.02), xytext=(k, rows["interleaved"] - h / 2 - 0.02),
+                    arrowprops=dict(arrowstyle="->", color=colours[k // 2], lw=1.4, shrinkA=0, shrinkB=0))
+    ax.set_xlim(-0.7, dim - 0.3)
+    ax.set_ylim(-0.45, 1.45)
+    ax.set_xticks(np.arange(dim))
+    ax.set_yticks([rows["half_split"], rows["interleaved"]],
+                  ["half-split\npairs (i, i + d/2)", "interleaved\npairs (2i, 2i + 1)"])
+    ax.set_xlabel("channel index within the head (position along the last axis)")
+    ax.set_ylabel("layout")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    handles = [mpatches.Patch(color=colours[i], alpha=0.85, label=f"pair {i} (θ$_{{{i}}}$)") for i in range(half)]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(half, 4), frameon=False)
+    return _finish(fig, f"Channel pairs for d = {dim}: arrows are the permutation P (2i → i, 2i+1 → i + d/2)")
+
+
+def score_comparison(reference, other, *, labels: tuple[str, str] = ("reference", "other")) -> Figure:
+    """Two attention-score matrices side by side and their difference (03_pairing, eq. ``weightperm``).
+
+    Args:
+        reference, other: score matrices ``(seq_q, seq_k)`` (tensors or arrays,
+            e.g. one head of q·kᵀ/√d).
+        labels: panel titles for ``reference`` and ``other``.
+
+    Returns:
+        A Figure with three heatmaps (reference, other, other - reference)
+        and two colour bars.
+    """
+    import numpy as np
+    import torch
+
+    a = reference.detach().double().cpu().numpy() if isinstance(reference, torch.Tensor) else np.asarray(reference, float)
+    b = other.detach().double().cpu().numpy() if isinstance(other, torch.Tensor) else np.asarray(other, float)
+    if a.ndim != 2 or a.shape != b.shape:
+        raise ValueError(f"reference and other must be 2-D score matrices of one shape, got {a.shape} and {b.shape}")
+    fig, axes = _new_figure(1, 3, width=12.0, height=4.0)
+    vmax = float(max(np.abs(a).max(), np.abs(b).max())) or 1.0
+    diff = b - a
+    dmax = float(np.abs(diff).max()) or 1.0
+    for ax, data, title in zip(axes[:2], (a, b), labels):
+        im = ax.imshow(data, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+        ax.set_title(title)
+    fig.colorbar(im, ax=axes[:2].tolist(), label="score q·k/√d (dimensionless)", shrink=0.85)
+    im_d = axes[2].imshow(diff, cmap="PuOr_r", vmin=-dmax, vmax=dmax)
+    axes[2].set_title("difference: middle − left")
+    fig.colorbar(im_d, ax=axes[2], label="Δ score (dimensionless)", shrink=0.85)
+    for ax in axes:
+        ax.set_xlabel("key position n (tokens)")
+        ax.set_ylabel("query position m (tokens)")
+    return _finish(fig, "Attention scores of one head")
+
+
+# --- 04_rotation_matrix ---------------------------------------------------
+
+__all__ += ["rotation_matrix_sparsity", "rotation_cost"]
+
+
+def rotation_matrix_sparsity(dim: int = 16, position: int = 100, base: float = 10000.0) -> Figure:
+    """R_{Θ,m} in the interleaved and half-split layouts side by side (04_rotation_matrix, eqs. ``rmatrix``, ``rmat-conjugate``).
+
+    Non-zero entries are coloured by value (one shared colour bar); the
+    entries that are zero whatever the position (structural zeros) are white.
+
+    Args:
+        dim: head dimension d.
+        position: the position m (take m ≥ 1: R_{Θ,0} is the identity).
+        base: frequency base b.
+
+    Returns:
+        A Figure with two image axes and a colour-bar axis.
+    """
+    import numpy as np
+    import torch
+    from matplotlib.patches import Patch
+
+    from .frequencies import inv_freq
+    from .matrix import rotation_matrix
+
+    theta = inv_freq(dim, base, dtype=torch.float64)
+    cmap = plt.get_cmap("viridis").with_extremes(bad="white")
+    fig, axes = _new_figure(1, 2, width=9.6, height=4.6)
+    titles = {"interleaved": "interleaved: block diagonal", "half_split": "half-split: $P R_{inter} P^T$"}
+    image = None
+    for ax, layout in zip(axes, ("interleaved", "half_split")):
+        r = rotation_matrix(position, theta, layout=layout).cpu().numpy()
+        image = ax.imshow(np.ma.masked_where(r == 0, r), cmap=cmap, vmin=-1.0, vmax=1.0, interpolation="nearest")
+        ax.set_title(f"{titles[layout]} ({int((r != 0).sum())} of {dim * dim} non-zero)", fontsize="medium")
+        ax.set_xlabel("input channel")
+        ax.set_ylabel("output channel")
+        ticks = list(range(0, dim, max(1, dim // 8)))
+        ax.set_xticks(ticks)
+        ax.set_yticks(ticks)
+        ax.set_xticks(np.arange(-0.5, dim, 1.0), minor=True)
+        ax.set_yticks(np.arange(-0.5, dim, 1.0), minor=True)
+        ax.grid(which="minor", color="0.85", linewidth=0.5)
+        ax.tick_params(which="minor", length=0)
+    bar = fig.colorbar(image, ax=list(axes), shrink=0.8)
+    bar.set_label(r"entry value ($\cos m\theta_j$ or $\pm\sin m\theta_j$)")
+    axes[0].legend(
+        handles=[Patch(facecolor="white", edgecolor="0.5", label="structural zero")],
+        loc="upper right",
+        fontsize="small",
+        framealpha=0.9,
+    )
+    return _finish(fig, f"Sparsity of the rotation matrix R for d = {dim}, m = {position}")
+
+
+def rotation_cost(dims: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)) -> Figure:
+    """What one position's rotation costs as a dense R versus the elementwise form (04_rotation_matrix, eqs. ``rmat-flops``, ``rmat-memory``).
+
+    Left: floating-point operations per vector, d(2d − 1) for R @ x and 3d for
+    x ⊙ cos + rot(x) ⊙ sin. Right: floats stored per position, d² for R, 2d
+    for the cos/sin tables, d/2 for the angles. Both on log-log axes.
+
+    Returns:
+        A Figure with two axes (two lines, then three).
+    """
+    from .matrix import elementwise_flops, floats_per_position, matmul_flops
+
+    d = list(dims)
+    fig, (left, right) = _new_figure(1, 2, width=9.6, height=4.0)
+    left.loglog(d, [matmul_flops(n) for n in d], "o-", base=2, label="dense R @ x: d(2d − 1)")
+    left.loglog(d, [elementwise_flops(n) for n in d], "s-", base=2, label="x ⊙ cos + rot(x) ⊙ sin: 3d")
+    left.set_title("compute per vector", fontsize="medium")
+    left.set_ylabel("floating-point operations (flops)")
+    right.loglog(d, [floats_per_position(n, "dense") for n in d], "o-", base=2, label="dense R: d²")
+    right.loglog(d, [floats_per_position(n, "cos_sin") for n in d], "s-", base=2, label="cos and sin tables: 2d")
+    right.loglog(d, [floats_per_position(n, "angles") for n in d], "^-", base=2, label="angles mθ_j: d/2")
+    right.set_title("storage per position", fontsize="medium")
+    right.set_ylabel("floats stored")
+    for ax in (left, right):
+        ax.set_xlabel("head dimension d (channels)")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize="small")
+    return _finish(fig, "The dense R grows as d², the elementwise form as d")
+
+
+# --- 05_cache_and_decoding ----------------------------------------------
+
+__all__ += ["cos_table", "decode_scores"]
+
+
+def cos_table(
+    dim: int = 64,
+    n_positions: int = 128,
+    base: float = 10000.0,
+    layouts: tuple[str, ...] = ("half_split", "interleaved"),
+) -> Figure:
+    """The cached cos table cos(m·θ) as a heatmap, positions × channels, one panel per layout.
+
+    Half-split (eq. ``cache-cat``) shows the same d/2 columns twice, side by
+    side; interleaved shows every column twice in a row. A dashed line marks
+    channel d/2 in the half-split panel.
+    """
+    import torch
+
+    from .frequencies import inv_freq
+    from .rotary import cos_sin
+
+    theta = inv_freq(dim, base, dtype=torch.float64)
+    fig, axes = _new_figure(1, len(layouts), width=3.6 * len(layouts) + 1.0, height=4.2, squeeze=False)
+    image = None
+    for ax, layout in zip(axes[0], layouts):
+        cos, _ = cos_sin(torch.arange(n_positions), theta, layout=layout, dtype=torch.float64)
+        image = ax.imshow(cos.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1.0, vmax=1.0,
+                          interpolation="nearest", origin="upper")
+        if layout == "half_split":
+            ax.axvline(dim / 2 - 0.5, color="black", linestyle="--", linewidth=1.0)
+            ax.set_title(f"half-split: cat(a, a), halves split at channel {dim // 2}", fontsize=9)
+        else:
+            ax.set_title("interleaved: repeat_interleave(a, 2)", fontsize=9)
+        ax.set_xlabel("channel i")
+        ax.set_ylabel("position m (tokens)")
+    cbar = fig.colorbar(image, ax=list(axes[0]), shrink=0.9)
+    cbar.set_label("cos(m·θ) (unitless)")
+    return _finish(fig, f"The cached cos table, d = {dim}, base {base:,.0f}")
+
+
+def decode_scores(correct, wrong, *, prompt_len: int, scale: float = 1.0) -> Figure:
+    """Scores and attention weights of one decoding query over its cached keys: right offsets vs the offset mistake.
+
+    Args:
+        correct, wrong: 1-D scores (tensors or sequences) over keys 0..t, with the
+            query at its absolute position and with positions restarted at 0 at
+            every step (05_cache_and_decoding, eqs. ``cache-decode``, ``cache-mistake``).
+        prompt_len: number of keys that came from the prompt (prefill); later keys
+            were generated one per step and are shaded.
+        scale: multiplies the scores before the softmax (1/√d in attention).
+    """
+    import torch
+
+    correct = torch.as_tensor(correct, dtype=torch.float64).cpu()
+    wrong = torch.as_tensor(wrong, dtype=torch.float64).cpu()
+    if correct.ndim != 1 or correct.shape != wrong.shape:
+        raise ValueError(f"correct and wrong must be 1-D of the same length, got {tuple(correct.shape)} and {tuple(wrong.shape)}")
+    n = torch.arange(len(correct)).numpy()
+    fig, (ax_s, ax_w) = _new_figure(1, 2, width=10.0, height=3.8)
+    for ax, f, ylabel in (
+        (ax_s, lambda s: s, "score q·k (unitless)"),
+        (ax_w, lambda s: torch.softmax(s * scale, dim=0), "attention weight (probability)"),
+    ):
+        ax.plot(n, f(correct).numpy(), marker="o", markersize=3, label="absolute positions (offset)")
+        ax.plot(n, f(wrong).numpy(), marker="x", markersize=4, linestyle="--", label="offset mistake (restart at 0)")
+        if prompt_len < len(correct):
+            ax.axvspan(prompt_len - 0.5, len(correct) - 0.5, color="0.9", label="generated keys")
+        ax.set_xlabel("key position n (tokens)")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=8)
+    ax_s.set_title("scores of the newest query", fontsize=10)
+    ax_w.set_title("softmax weights", fontsize=10)
+    return _finish(fig, f"Decoding step at position {len(correct) - 1}: offset vs restart at 0")
+
+
+# --- 06_attention_and_decay ---------------------------------------------
+
+__all__ += ["toeplitz_scores", "long_term_decay", "pair_turns"]
+
+
+def toeplitz_scores(scores, *, title: str = "RoPE scores for the same q and k at every position") -> Figure:
+    """Heatmap of a score matrix S[m, n] (query position m down, key position n across).
+
+    For the same q and k at every position, RoPE makes S constant along every
+    diagonal m - n = const (06_attention_and_decay, eq. ``attn-toeplitz``).
+
+    Args:
+        scores: ``(Lq, Lk)`` real tensor (any device; drawn from a float64 CPU copy).
+    """
+    import torch
+    s = scores.detach().to("cpu", dtype=torch.float64)
+    if s.ndim != 2:
+        raise ValueError(f"scores must have shape (Lq, Lk), got {tuple(s.shape)}")
+    fig, ax = _new_figure(width=5.6, height=4.6)
+    image = ax.imshow(s.numpy(), cmap="RdBu_r", vmin=-float(s.abs().max()), vmax=float(s.abs().max()))
+    fig.colorbar(image, ax=ax, label="score ⟨R_m q, R_n k⟩ (dimensionless)")
+    ax.set_xlabel("key position n (tokens)")
+    ax.set_ylabel("query position m (tokens)")
+    ax.set_title(title, fontsize="medium")
+    return fig
+
+
+def long_term_decay(distances, bound, *, random_mean_abs, equal_qk, dim: int, base: float) -> Figure:
+    """RoFormer's relative upper bound (left) beside what scores actually do (right).
+
+    Left: (1/(d/2)) Σ_j |S_j| against the relative distance, the curve of
+    RoFormer's figure on long-term decay (06_attention_and_decay, eq. ``attn-decay-bound``).
+    Right: the bound, the mean |score| over random q, k, and the score for
+    q = k with equal pairs, each divided by its own value at distance 0.
+
+    Args:
+        distances: ``(n,)`` integer distances, starting at 0.
+        bound, random_mean_abs, equal_qk: ``(n,)`` real tensors on any device.
+        dim, base: the settings, for the titles.
+    """
+    import torch
+    x = torch.as_tensor(distances).cpu().numpy()
+    curves = [torch.as_tensor(c).detach().to("cpu", dtype=torch.float64) for c in (bound, random_mean_abs, equal_qk)]
+    if int(x[0]) != 0:
+        raise ValueError(f"distances must start at 0 (the curves are normalised there), got {int(x[0])}")
+    fig, (left, right) = _new_figure(1, 2, width=11.0, height=4.0)
+    left.plot(x, curves[0].numpy(), color="C0")
+    left.set_xlabel("relative distance m − n (tokens)")
+    left.set_ylabel("relative upper bound (1/(d/2)) Σ|S_j| (dimensionless)")
+    left.set_title(f"RoFormer's bound, d = {dim}, base = {base:g}", fontsize="medium")
+    labels = ("relative upper bound", "mean |score|, random Gaussian q, k", "score for q = k (all h_j equal)")
+    for curve, label, color in zip(curves, labels, ("C0", "C1", "C2")):
+        right.plot(x, (curve / curve[0]).numpy(), label=label, color=color)
+    right.axhline(0.0, color="0.6", linewidth=0.8)
+    right.set_xlabel("relative distance m − n (tokens)")
+    right.set_ylabel("value / value at distance 0 (dimensionless)")
+    right.set_title("the bound against actual scores", fontsize="medium")
+    right.legend(fontsize="small")
+    return _finish(fig, "Long-term decay: what the bound promises and what scores do")
+
+
+def pair_turns(dim: int = 128, bases=(10000.0, 500000.0), context: int = 4096) -> Figure:
+    """How many full turns each pair j makes across ``context`` tokens: context·θ_j/(2π), log scale.
+
+    (06_attention_and_decay, eq. ``attn-turns``.) Pairs above the dashed line
+    (one turn) wrap around many times; pairs below it barely move.
+    """
+    from .frequencies import wavelengths
+
+    fig, ax = _new_figure()
+    for base in bases:
+        turns = context / wavelengths(dim, base)
+        ax.plot(range(dim // 2), turns.numpy(), marker=".", label=f"base = {base:g}")
+    ax.axhline(1.0, color="0.4", linestyle="--", label="one full turn")
+    ax.set_yscale("log")
+    ax.set_xlabel("pair index j (0 = fastest)")
+    ax.set_ylabel(f"turns over {context} tokens, {context}·θ_j / 2π")
+    ax.legend()
+    return _finish(fig, f"How far each pair turns across {context} tokens (d = {dim})")
+
+
+# --- 07_context_extension ------------------------------------------------
+
+__all__ += ["context_extension_factors"]
+
+
+def context_extension_factors(
+    dim: int = 128,
+    base: float = 10000.0,
+    original: int = 4096,
+    factor: float = 8.0,
+    *,
+    dynamic_len: int | None = 32768,
+    llama3: tuple[float, float] | None = (1.0, 4.0),
+    longrope_factors: Sequence[float] | None = None,
+) -> Figure:
+    """What each context-extension method does to each pair: θ_j/θ'_j against λ_j (07_context_extension).
+
+    One line per method on log-log axes: Position Interpolation (``linear``),
+    NTK-aware (eq. ``ext-ntk``), dynamic NTK evaluated at ``dynamic_len``
+    tokens, YaRN (the reference code's ramp, eq. ``ext-yarn-ramp``), Llama 3
+    (eq. ``ext-llama3``, with ``llama3 = (low_freq_factor,
+    high_freq_factor)``) and, when ``longrope_factors`` is given, LongRoPE
+    with those per-pair factors. A factor of 1 keeps the pair's frequency
+    (extrapolation); ``factor`` divides it as PI does. A dashed vertical line
+    marks the original context length: pairs to its right never completed a
+    turn in training.
+
+    Args:
+        dim, base: the head dimension d and base b of the trained model.
+        original: the pre-training context length L (tokens).
+        factor: the scale factor s = L'/L.
+        dynamic_len: the current sequence length for dynamic NTK, or None to omit it.
+        llama3: (low_freq_factor, high_freq_factor) for the Llama 3 line, or None to omit it.
+        longrope_factors: dim/2 rescale factors λ_j for a LongRoPE line, or None.
+
+    Returns:
+        A Figure with one axis: one line per method plus the vertical line.
+    """
+    import math
+
+    import torch
+
+    from .frequencies import inv_freq, wavelengths
+    from .scaling import ntk_scaled_base, scaled_inv_freq
+
+    theta = inv_freq(dim, base, dtype=torch.float64)
+    lam = wavelengths(dim, base).tolist()
+
+    def ratio(scaling, seq_len=None):
+        scaled, _ = scaled_inv_freq(dim, base, scaling, seq_len=seq_len, dtype=torch.float64)
+        return (theta / scaled).tolist()
+
+    common = {"factor": factor, "original_max_position_embeddings": original}
+    curves = [
+        ("Position Interpolation (linear)", ratio({"rope_type": "linear", "factor": factor}), "-", "o"),
+        (f"NTK-aware, b' = b·s^(d/(d-2)) = {ntk_scaled_base(base, factor, dim):,.0f}",
+         (theta / inv_freq(dim, ntk_scaled_base(base, factor, dim), dtype=torch.float64)).tolist(), "-", "s"),
+    ]
+    if dynamic_len is not None:
+        curves.append((f"dynamic NTK at {dynamic_len:,} tokens",
+                       ratio({"rope_type": "dynamic", **common}, seq_len=dynamic_len), "--", "v"))
+    curves.append(("YaRN (β_fast = 32, β_slow = 1)", ratio({"rope_type": "yarn", **common}), "-", "^"))
+    if llama3 is not None:
+        low, high = llama3
+        curves.append((f"Llama 3 (low {low:g}, high {high:g})",
+                       ratio({"rope_type": "llama3", "low_freq_factor": low, "high_freq_factor": high, **common}),
+                       "-", "D"))
+    if longrope_factors is not None:
+        values = [float(v) for v in longrope_factors]
+        if len(values) != dim // 2:
+            raise ValueError(f"longrope_factors must hold dim // 2 = {dim // 2} numbers, got {len(values)}")
+        curves.append(("LongRoPE (example factors)", values, ":", "x"))
+
+    fig, ax = _new_figure(width=8.4, height=5.0)
+    for label, values, style, marker in curves:
+        ax.plot(lam, values, ls=style, marker=marker, ms=3, lw=1.3, label=label)
+    ax.axvline(original, color="0.3", ls="--", lw=1, label=f"original context L = {original:,} tokens")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    top = max(max(values) for _, values, _, _ in curves)
+    ticks = [2.0**k for k in range(int(math.log2(top)) + 2)]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel(r"wavelength $\lambda_j = 2\pi/\theta_j$ of the trained pair (tokens)")
+    ax.set_ylabel(r"interpolation factor $\theta_j / \theta'_j$ (1 = unchanged)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    return _finish(fig, f"How each method rescales the {dim // 2} frequencies (d = {dim}, b = {base:,.0f}, s = {factor:g})")
+
+
+# --- 08_numerics ------------------------------------------------------------
+
+__all__ += ["angle_precision"]
+
+
+def angle_precision(
+    dim: int = 128,
+    bases: tuple[float, ...] = (1e4, 5e5),
+    *,
+    n_positions: int = 200,
+    max_position: int = 1_000_000,
+    cos_in_angle_dtype: bool = False,
+) -> Figure:
+    """max_j |cos ã_j − cos m·θ_j| against the position m, one line per angle dtype, one panel per base (08_numerics).
+
+    Solid lines: the error measured by :func:`ropelab.numerics.cos_error` at
+    about ``n_positions`` log-spaced positions, with the angle computed in
+    float32, bfloat16 and float16 (float64 is the reference, so its measured
+    error is 0 and has no point on a log axis). Dashed lines, same colours: the
+    bound of eq. ``num-cosbound`` for each dtype, float64 included. A dotted
+    vertical line marks 65,504, the largest float16: beyond it float16
+    positions are inf, the cosines NaN, and the float16 line stops. Computed
+    on the CPU: the point is the format, not the device.
+
+    Args:
+        dim: head dimension d (all d/2 pairs are measured).
+        bases: frequency bases, one panel each.
+        n_positions, max_position: the position grid (see :func:`ropelab.numerics.log_positions`).
+        cos_in_angle_dtype: round cos to the angle's dtype too (as a model's
+            would be) instead of keeping it in float64.
+    """
+    import torch
+
+    from .numerics import cos_error, cos_error_bound, log_positions
+
+    dtypes = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    colours = {"float64": "0.2", "float32": "tab:blue", "float16": "tab:orange", "bfloat16": "tab:red"}
+    pos = log_positions(n_positions, max_position)
+    x = pos.double().numpy()
+    fig, axes = _new_figure(1, len(bases), width=5.6 * len(bases), height=4.6, sharey=True, squeeze=False)
+    for ax, base in zip(axes[0], bases):
+        for name, dt in dtypes.items():
+            cos_dt = dt if cos_in_angle_dtype else torch.float64
+            bound = cos_error_bound(pos, dim, base, dt, cos_dtype=cos_dt).numpy()
+            if dt != torch.float64:
+                err = cos_error(pos, dim, base, dt, cos_dtype=cos_dt).numpy()
+                ax.plot(x, np.where(err > 0, err, np.nan), color=colours[name], lw=1.6, label=f"{name}, measured")
+            ax.plot(x, bound, color=colours[name], lw=1.0, ls="--", label=f"{name}, bound (num-cosbound)")
+        ax.axvline(65504, color=colours["float16"], ls=":", lw=1.2, label="65,504: largest float16")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(1e-17, 10.0)
+        ax.set_title(f"base = {base:,.0f}", fontsize="medium")
+        ax.set_xlabel("position m (tokens)")
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0][0].set_ylabel(r"max$_j$ |cos ã$_j$ − cos m$\theta_j$| (dimensionless)")
+    axes[0][-1].legend(fontsize="x-small", loc="lower right")
+    where = "in the angle's dtype" if cos_in_angle_dtype else "in float64"
+    return _finish(fig, f"Error of cos(m·θ_j) when the angle is computed in each dtype (cos taken {where}), d = {dim}")
+
+
+# --- 09_performance -----------------------------------------------------------
+
+__all__ += ["bench_ratios"]
+
+
+def bench_ratios(results, *, model: bool = True) -> Figure:
+    """Measured time of each method over its memory floor: bars per method and shape, one panel per dtype (09_performance).
+
+    The y axis is log scaled. A dashed line marks the floor (1×: the copy that
+    reads and writes the same bytes, ``copy`` or ``copy_out``), a grey band the
+    HF formula ``x*cos + rotate_half(x)*sin``. With ``model`` a black tick per
+    method marks the bytes it moves over the floor's, by
+    :func:`ropelab.bench.cost_model` (eq. ``perf-floor``): where the bar stands
+    far above its tick, something other than memory traffic costs the time
+    (arithmetic for the dense R, per-call overhead for tiny tensors).
+
+    Args:
+        results: :class:`ropelab.bench.Result` objects or their dicts (as in
+            a ``--json`` file), any shapes and dtypes; methods without a time
+            (skipped) get no bar.
+        model: draw the cost model's ratio as a tick per method.
+
+    Returns:
+        A Figure with one axis per dtype.
+    """
+    from dataclasses import asdict, is_dataclass
+
+    from .bench import cost_model
+
+    rows = [asdict(r) if is_dataclass(r) else dict(r) for r in results]
+    if not rows:
+        raise ValueError("results is empty")
+    dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
+    shapes = list(dict.fromkeys(tuple(r["shape"]) for r in rows))
+    methods = [m for m in dict.fromkeys(r["method"] for r in rows) if m not in ("copy", "copy_out")]
+    width = 0.8 / len(shapes)
+    fig, axes = _new_figure(1, len(dtypes), width=1.0 + 5.4 * len(dtypes), height=5.0, sharey=True, squeeze=False)
+    for ax, dtype in zip(axes[0], dtypes):
+        table = {(tuple(r["shape"]), r["method"]): r for r in rows if r["dtype"] == dtype}
+        if "hf" in methods:
+            i = methods.index("hf")
+            ax.axvspan(i - 0.45, i + 0.45, color="0.88", zorder=0, label="the HF formula")
+        for k, shape in enumerate(shapes):
+            xs, ys = [], []
+            for j, method in enumerate(methods):
+                r = table.get((shape, method))
+                x = j + (k - (len(shapes) - 1) / 2) * width
+                if r is not None and r["ratio_floor"] is not None:
+                    xs.append(x)
+                    ys.append(r["ratio_floor"])
+                elif r is not None:
+                    ax.text(x, 1.15, "skipped", rotation=90, ha="center", va="bottom", fontsize="x-small",
+                            color=f"C{k}")
+            ax.bar(xs, ys, width, color=f"C{k}", label=f"shape {shape}", zorder=2)
+        ax.axhline(1.0, color="0.2", ls="--", lw=1.2, label="memory floor (copy) = 1×", zorder=3)
+        if model:
+            ticks = [
+                (j, cost_model(int(shapes[0][-1]), dtype, method=m).ratio_floor) for j, m in enumerate(methods)
+            ]
+            ax.scatter([j for j, _ in ticks], [v for _, v in ticks], marker="_", s=400, linewidths=2.5,
+                       color="k", zorder=4, label="cost model: bytes moved / floor")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(methods)), methods, rotation=35, ha="right", fontsize="small")
+        ax.set_xlabel("method")
+        ax.set_title(dtype, fontsize="medium")
+        ax.grid(True, axis="y", which="major", alpha=0.3)
+    axes[0][0].set_ylabel("median time / floor's median time (×)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize="small")
+    return _finish(fig, "Time of each method over the memory floor (log scale; lower is better)")
+
+
+# --- 10_multi_axis ------------------------------------------------------------
+
+__all__ += ["patch_score_maps"]
+
+
+def patch_score_maps(
+    q,
+    k,
+    theta_xys: dict,
+    *,
+    rows: int = 16,
+    cols: int = 16,
+    query_xy: tuple[int, int] = (8, 8),
+    layout: str = "half_split",
+) -> Figure:
+    """Scores of one query patch against every key patch of a grid, one heatmap per 2D RoPE variant (10_multi_axis).
+
+    The same q sits at ``query_xy`` and the same k at every patch of a
+    ``rows`` × ``cols`` grid; each panel shows ⟨R_p q, R_p' k⟩ over the key
+    patches p' for one set of frequencies (eq. ``multi-relative``): axial
+    frequencies give a pattern f(Δx) + g(Δy) (eq. ``multi-separable``), mixed
+    ones can run along any direction (eq. ``multi-mixed``).
+
+    Args:
+        q, k: ``(dim,)`` real vectors (any device; computed in their dtype).
+        theta_xys: panel title -> ``(dim//2, 2)`` frequencies, e.g.
+            ``{"axial": axial_theta_xy(64, 100.0)}``.
+        rows, cols: grid size in patches.
+        query_xy: the query patch (column, row).
+        layout: the pairing of q's and k's channels.
+    """
+    import torch
+
+    from .multi_axis import grid_positions, rope_scores_2d
+
+    if not theta_xys:
+        raise ValueError("theta_xys must name at least one set of frequencies")
+    qx, qy = query_xy
+    if not (0 <= qx < cols and 0 <= qy < rows):
+        raise ValueError(f"query_xy must lie on the {rows} x {cols} grid, got {query_xy}")
+    keys = grid_positions(rows, cols, device=q.device)
+    query = torch.tensor([[qx, qy]], device=q.device)
+    fig, axes = _new_figure(1, len(theta_xys), width=4.6 * len(theta_xys) + 0.6, height=4.4, squeeze=False)
+    for ax, (name, theta_xy) in zip(axes[0], theta_xys.items()):
+        s = rope_scores_2d(q[None], k.expand(rows * cols, -1), query, keys, theta_xy.to(q.device), layout=layout)
+        grid = s.detach().to("cpu", torch.float64).reshape(rows, cols)
+        vmax = float(grid.abs().max())
+        image = ax.imshow(grid.numpy(), cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+        ax.plot([qx], [qy], marker="x", color="k", ms=8, mew=2, linestyle="none", label="query patch")
+        fig.colorbar(image, ax=ax, shrink=0.8, label="score ⟨R_p q, R_p' k⟩ (dimensionless)")
+        ax.set_xlabel("key column x' (patches)")
+        ax.set_ylabel("key row y' (patches)")
+        ax.set_title(name, fontsize="medium")
+        ax.legend(loc="upper right", fontsize="small")
+    return _finish(fig, f"Scores of one query patch against a {rows} × {cols} grid of keys (d = {q.shape[-1]})")
