@@ -73,9 +73,8 @@ def _compiler() -> list[str] | None:
     return None
 
 
-def _flags() -> list[str]:
-    # -ffp-contract=off: no fused multiply-add, so float32/float64 match torch's formula bit for bit.
-    return ["-O3", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-math-errno"]
+# -ffp-contract=off: no fused multiply-add, so float32/float64 match torch's formula bit for bit.
+_FLAGS = ("-O3", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-math-errno")
 
 
 def _isa_flags() -> list[str]:
@@ -88,7 +87,7 @@ def _isa_flags() -> list[str]:
     return []
 
 
-def _build(cc: list[str], flags: list[str], target: Path) -> None:
+def _build(cc: list[str], target: Path) -> None:
     """Compile the kernel into ``target``, with what the compiler supports of: the vector ISA of
     :func:`_isa_flags`, OpenMP, and float16 (``_Float16``); a plain build is the last resort."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -99,7 +98,7 @@ def _build(cc: list[str], flags: list[str], target: Path) -> None:
         isa = _isa_flags()
         for extra in ([*isa, "-fopenmp", "-DROPELAB_HAVE_FLOAT16"], [*isa, "-fopenmp"], ["-fopenmp"],
                       [*isa, "-DROPELAB_HAVE_FLOAT16"], []):
-            proc = subprocess.run([*cc, *flags, *extra, str(_SOURCE), "-o", tmp], capture_output=True, text=True,
+            proc = subprocess.run([*cc, *_FLAGS, *extra, str(_SOURCE), "-o", tmp], capture_output=True, text=True,
                                   timeout=120)
             if proc.returncode == 0:
                 os.replace(tmp, target)  # atomic: a concurrent process sees the old file or the whole new one
@@ -116,7 +115,8 @@ def _load() -> dict[str, Any]:
     with _lock:
         if _state:
             return _state
-        state: dict[str, Any] = {"available": False, "lib": None, "compile_s": None, "path": None}
+        state: dict[str, Any] = {"available": False, "lib": None, "compile_s": None, "path": None,
+                                 "dtypes": frozenset(), "openmp": False}
         try:
             if os.environ.get("ROPELAB_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
                 raise RuntimeError("disabled by ROPELAB_NATIVE")
@@ -125,15 +125,14 @@ def _load() -> dict[str, Any]:
             cc = _compiler()
             if cc is None:
                 raise RuntimeError("no C compiler found ($CC, cc, gcc, clang)")
-            flags = _flags()
             stat = os.stat(cc[0])
-            recipe = [_SOURCE.read_bytes(), " ".join(cc + flags + _isa_flags()).encode(),
+            recipe = [_SOURCE.read_bytes(), " ".join([*cc, *_FLAGS, *_isa_flags()]).encode(),
                       f"{stat.st_size}:{stat.st_mtime_ns}".encode(), platform.machine().encode()]
             key = hashlib.sha256(b"\0".join(recipe)).hexdigest()[:16]  # source, flags, compiler, machine
             target = _cache_dir() / f"rotary-{key}.so"
             if not target.exists():
                 t0 = time.perf_counter()
-                _build(cc, flags, target)
+                _build(cc, target)
                 state["compile_s"] = time.perf_counter() - t0
             lib = ctypes.CDLL(str(target))
             lib.ropelab_features.restype = ctypes.c_int
@@ -150,8 +149,7 @@ def _load() -> dict[str, Any]:
                 lib=lib,
                 path=str(target),
                 reason="compiled" if state["compile_s"] is not None else "loaded from cache",
-                dtypes=[str(dt).removeprefix("torch.") for dt, code in _DTYPES.items() if mask >> code & 1],
-                torch_dtypes=frozenset(dt for dt, code in _DTYPES.items() if mask >> code & 1),
+                dtypes=frozenset(dt for dt, code in _DTYPES.items() if mask >> code & 1),
                 openmp=bool(mask >> 8 & 1),
             )
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
@@ -169,7 +167,9 @@ def status() -> dict[str, Any]:
     ``openmp`` (whether rows are split between threads).
     Building happens here if it has not yet.
     """
-    return {k: v for k, v in _load().items() if k not in ("lib", "torch_dtypes")}
+    state = {k: v for k, v in _load().items() if k != "lib"}
+    state["dtypes"] = [str(dt).removeprefix("torch.") for dt in _DTYPES if dt in state["dtypes"]]
+    return state
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # subclasses (FakeTensor, ...) may have no data to point at
@@ -250,7 +250,7 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
     if _traced():
         return False
     state = _state or _load()
-    if not state["available"] or dtype not in state["torch_dtypes"]:
+    if not state["available"] or dtype not in state["dtypes"]:
         return False
     if x.numel() == 0:
         return True

@@ -42,8 +42,7 @@ from torch import Tensor
 
 from .frequencies import inv_freq
 from .matrix import rotation_matrix
-from . import _native
-from .rotary import _rotate_into, apply_rotary, cos_sin
+from .rotary import _rotate_into, apply_rotary, cos_sin, kernel_status
 
 __all__ = [
     "Cost",
@@ -348,7 +347,7 @@ def machine_info(device: torch.device) -> dict[str, object]:
 
 def kernel_summary() -> str:
     """One line on ropelab's fused CPU kernel: compiled now (and how long it took), cached, or why not."""
-    st = _native.status()
+    st = kernel_status()
     if not st["available"]:
         return f"unavailable ({st['reason']}): apply_rotary takes its torch path"
     threads = "OpenMP threads" if st["openmp"] else "one thread"
