@@ -23,7 +23,7 @@ except ImportError:  # older torch: no torch.func wrappers to see
     def _is_functorch_wrapped(t: Tensor) -> bool:
         return False
 
-from . import _native
+from .kernels import kernel_status, rotate_into
 from ._checks import PositionsLike, check_float_tensor, check_layout, check_x
 from .frequencies import angles
 
@@ -174,118 +174,6 @@ def _transformed(*tensors: Tensor) -> bool:
     return any(_is_functorch_wrapped(t) for t in tensors)
 
 
-def _complex_view_ok(t: Tensor) -> bool:
-    """Whether ``t``'s last axis can be viewed as complex pairs without a copy."""
-    return t.stride(-1) == 1 and t.storage_offset() % 2 == 0 and all(st % 2 == 0 for st in t.stride()[:-1])
-
-
-def kernel_status() -> dict[str, object]:
-    """Whether :func:`~ropelab.apply_rotary` uses ropelab's fused CPU kernel here, and why not if it does not (09_performance).
-
-    Builds the kernel on the first call if it has not been built (about a
-    second with a C compiler; cached per machine). Returns a dict:
-    ``available`` (bool), ``reason`` (``"compiled"``, ``"loaded from cache"``
-    or why it is unavailable, e.g. no C compiler), ``compile_s`` (seconds the
-    compile took in this process, or None), ``path`` (the shared library),
-    ``dtypes`` (the dtypes it handles) and ``openmp`` (whether it splits rows
-    between threads). Where it is unavailable, and on a GPU, apply_rotary
-    takes its torch path.
-    """
-    return _native.status()
-
-
-def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, *, native: bool = True) -> None:
-    """out = x·cos + rot(x)·sin without the temporaries of the plain formula (09_performance).
-
-    The plain formula makes four full-size temporaries (x·cos, rot(x), its
-    product with sin, and the sum). On the CPU this is one pass of ropelab's
-    fused C kernel (:mod:`ropelab._native`): each output is the plain formula
-    term by term: bit-identical to it in float32 and float64, and in
-    bfloat16 and float16 the float32 formula with its result rounded to the
-    16-bit type.
-
-    Elsewhere (a GPU, no C compiler, ``native=False``, or while torch traces
-    the call) it is the torch path. Interleaved pairs are one complex
-    multiplication by the phasor table: a single pass over a float32/float64
-    x, and for bfloat16/float16 (torch has no complex type for them) an
-    upcast into a float32 scratch block, an in-place multiplication and one
-    rounding back, block by block on the CPU. Half-split pairs take one
-    multiplication that writes x·cos into ``out`` and two fused multiply-adds
-    that add ∓x_partner·sin into its two halves in place; on the CPU a large
-    x goes through in blocks of rows that stay in cache between those three
-    steps.
-    """
-    if native and _native.rotate(out, x, cos, sin, layout):
-        return
-    h = x.shape[-1] // 2
-    if layout == "interleaved" and _complex_view_ok(x) and _complex_view_ok(out):
-        wide_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-        phasor = torch.complex(cos[..., 0::2].to(wide_dtype), sin[..., 0::2].to(wide_dtype))
-        if x.dtype in (torch.float32, torch.float64):
-            torch.mul(torch.view_as_complex(x.unflatten(-1, (h, 2))), phasor,
-                      out=torch.view_as_complex(out.unflatten(-1, (h, 2))))
-            return
-        blocks = _cpu_blocks(out, x, phasor)
-        if blocks is None:
-            wide = x.float()  # upcast: the 16-bit dtypes have no complex type
-            torch.view_as_complex(wide.unflatten(-1, (h, 2))).mul_(phasor)
-            out.copy_(wide)  # one rounding back
-            return
-        scratch = torch.empty(blocks[0][1].numel(), dtype=torch.float32, device=x.device)
-        for o, xb, p in blocks:
-            wide = scratch[: xb.numel()].view(xb.shape)
-            wide.copy_(xb)
-            torch.view_as_complex(wide.unflatten(-1, (h, 2))).mul_(p)
-            o.copy_(wide)
-        return
-    blocks = _cpu_blocks(out, x, cos, sin)
-    for o, xb, c, sn in blocks if blocks is not None else [(out, x, cos, sin)]:
-        _mul_fma(o, xb, c, sn, layout, h)
-
-
-# Half a block of x and of its result (each of the two threads takes half) fit in one core's L2 (1 MiB on
-# common x86 parts), so the fused multiply-adds re-read them from cache, not DRAM.
-_BLOCK_BYTES = 1 << 20
-
-
-def _mul_fma(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, h: int) -> None:
-    torch.mul(x, cos, out=out)
-    if layout == "half_split":
-        first, second = slice(0, h), slice(h, 2 * h)
-    else:
-        first, second = slice(0, None, 2), slice(1, None, 2)
-    out[..., first].addcmul_(x[..., second], sin[..., first], value=-1)
-    out[..., second].addcmul_(x[..., first], sin[..., second])
-
-
-def _cpu_blocks(out: Tensor, x: Tensor, *tables: Tensor) -> list[tuple[Tensor, ...]] | None:
-    """Split a large contiguous CPU problem into cache-sized blocks of rows, or None to do it in one go.
-
-    Returns ``(out_block, x_block, *table_blocks)`` tuples; each table is
-    ``(..., seq, width)``, broadcast over x's leading axes.
-    """
-    if x.device.type != "cpu" or x.ndim < 3 or not (x.is_contiguous() and out.is_contiguous()):
-        return None
-    seq, dim = x.shape[-2], x.shape[-1]
-    if x.numel() * x.element_size() <= 2 * _BLOCK_BYTES:
-        return None
-    lead = tuple(x.shape[:-2])
-    try:  # the tables as (rows of x's leading axes, seq, width) views; a copy would defeat the purpose
-        views = [t.expand(*lead, seq, t.shape[-1]).view(-1, seq, t.shape[-1]) for t in tables]
-    except RuntimeError:
-        return None
-    xs, outs = x.view(-1, seq, dim), out.view(-1, seq, dim)
-    rows = max(1, _BLOCK_BYTES // (dim * x.element_size()))
-    if rows >= seq:
-        g = rows // seq
-        return [(outs[i:i + g], xs[i:i + g], *(v[i:i + g] for v in views)) for i in range(0, xs.shape[0], g)]
-    return [
-        (outs[i, s:s + rows], xs[i, s:s + rows], *(v[i, s:s + rows] for v in views))
-        for i in range(xs.shape[0])
-        for s in range(0, seq, rows)
-    ]
-
-
 def apply_rotary(
     x: Tensor,
     cos: Tensor,
@@ -355,8 +243,8 @@ def apply_rotary(
     out = torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else _check_out(out, x, cos, sin)
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     if rotary_dim == dim:
-        _rotate_into(out, x, cos, sin, layout)
+        rotate_into(out, x, cos, sin, layout)
     else:
-        _rotate_into(out[..., :rotary_dim], x[..., :rotary_dim], cos, sin, layout)
+        rotate_into(out[..., :rotary_dim], x[..., :rotary_dim], cos, sin, layout)
         out[..., rotary_dim:] = x[..., rotary_dim:]
     return out

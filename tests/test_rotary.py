@@ -7,7 +7,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ropelab import _native, apply_rotary, cos_sin, inv_freq, rotate_half, to_half_split
+from ropelab.kernels import cpu as _native
+from ropelab import apply_rotary, cos_sin, inv_freq, rotate_half, to_half_split
 from ropelab.rotary import rotate_interleaved
 
 LAYOUTS = ["half_split", "interleaved"]

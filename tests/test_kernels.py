@@ -1,4 +1,4 @@
-"""Tests for ropelab._native: the fused CPU kernel behind apply_rotary (09_performance).
+"""Tests for ropelab.kernels.cpu: the fused CPU kernel behind apply_rotary (09_performance).
 
 The kernel must equal the plain formula bit for bit in float32 and float64,
 equal the float32 formula rounded once in bfloat16 and float16, split rows
@@ -14,7 +14,8 @@ import sys
 import pytest
 import torch
 
-from ropelab import _native, apply_rotary, cos_sin, inv_freq, rotate_half
+from ropelab.kernels import cpu as _native
+from ropelab import apply_rotary, cos_sin, inv_freq, rotate_half
 from ropelab.bench import trace_traffic
 from ropelab.rotary import rotate_interleaved
 
@@ -203,7 +204,7 @@ def test_a_compiler_without_openmp_or_avx2_still_builds_a_serial_kernel(monkeypa
 
 @needs_kernel
 def test_compiled_once_then_loaded_from_the_cache(tmp_path):
-    script = ("import json, ropelab._native as n; s = n.status(); "
+    script = ("import json, ropelab.kernels.cpu as n; s = n.status(); "
               "print(json.dumps([s['available'], s['reason'], s['compile_s']]))")
     env = {**os.environ, "ROPELAB_CACHE_DIR": str(tmp_path)}
     runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)

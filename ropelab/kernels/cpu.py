@@ -4,7 +4,7 @@ Applying RoPE reads ``x``, ``cos`` and ``sin`` and writes the result; the
 arithmetic is negligible, so the time is memory traffic. torch's eager
 operators each make a pass over memory, and half-split pairs need three of
 them even without temporaries, with 64-element inner loops over half-rows.
-``_native.c`` does the whole formula in one pass, row by row: about the
+``cpu.c`` does the whole formula in one pass, row by row: about the
 traffic of ``out.copy_(x)``.
 
 The C source ships with the package. On the first CPU call ropelab compiles
@@ -45,8 +45,8 @@ from torch import Tensor
 
 __all__ = ["rotate", "status"]
 
-_SOURCE = Path(__file__).with_name("_native.c")
-_MAXD = 4  # leading axes the kernel indexes (MAXD in _native.c)
+_SOURCE = Path(__file__).with_name("cpu.c")
+_MAXD = 4  # leading axes the kernel indexes (MAXD in cpu.c)
 _DTYPES = {torch.float32: 0, torch.float64: 1, torch.bfloat16: 2, torch.float16: 3}
 _GRAIN = 32768  # elements below which one thread beats waking others (torch's at::internal::GRAIN_SIZE)
 

@@ -1,0 +1,44 @@
+"""The fast paths behind :func:`ropelab.apply_rotary` (09_performance).
+
+:func:`rotate_into` is the one dispatch: it writes ``x·cos + rot(x)·sin``
+into ``out`` with the fused CPU kernel (:mod:`ropelab.kernels.cpu`) where it
+applies, else with the torch path (:mod:`ropelab.kernels.torch_path`).
+:func:`kernel_status` says whether the CPU kernel is in use here.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from . import cpu, torch_path
+
+__all__ = ["kernel_status", "rotate_into"]
+
+
+def kernel_status() -> dict[str, object]:
+    """Whether :func:`~ropelab.apply_rotary` uses ropelab's fused CPU kernel here, and why not if it does not (09_performance).
+
+    Builds the kernel on the first call if it has not been built (about a
+    second with a C compiler; cached per machine). Returns a dict:
+    ``available`` (bool), ``reason`` (``"compiled"``, ``"loaded from cache"``
+    or why it is unavailable, e.g. no C compiler), ``compile_s`` (seconds the
+    compile took in this process, or None), ``path`` (the shared library),
+    ``dtypes`` (the dtypes it handles) and ``openmp`` (whether it splits rows
+    between threads). Where it is unavailable, and on a GPU, apply_rotary
+    takes its torch path.
+    """
+    return cpu.status()
+
+
+def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, *, native: bool = True) -> None:
+    """out = x·cos + rot(x)·sin without the temporaries of the plain formula (09_performance).
+
+    On the CPU this is one pass of the fused C kernel: bit-identical to the
+    plain formula in float32 and float64, and in bfloat16 and float16 the
+    float32 formula with its result rounded to the 16-bit type. Elsewhere (a
+    GPU, no C compiler, ``native=False``, or while torch traces the call) it
+    is :func:`ropelab.kernels.torch_path.rotate_into`.
+    """
+    if native and cpu.rotate(out, x, cos, sin, layout):
+        return
+    torch_path.rotate_into(out, x, cos, sin, layout)
