@@ -8,11 +8,19 @@ applies, else with the torch path (:mod:`ropelab.kernels.torch_path`).
 
 from __future__ import annotations
 
+import torch
+import torch.autograd.forward_ad as _forward_ad
 from torch import Tensor
 
 from . import cpu, torch_path
 
-__all__ = ["kernel_status", "rotate_into"]
+try:
+    from torch._C._functorch import is_functorch_wrapped_tensor as _is_functorch_wrapped
+except ImportError:  # older torch: no torch.func wrappers to see
+    def _is_functorch_wrapped(t: Tensor) -> bool:
+        return False
+
+__all__ = ["kernel_status", "needs_reference", "rotate_into"]
 
 
 def kernel_status() -> dict[str, object]:
@@ -42,3 +50,18 @@ def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, *
     if native and cpu.rotate(out, x, cos, sin, layout):
         return
     torch_path.rotate_into(out, x, cos, sin, layout)
+
+
+def needs_reference(*tensors: Tensor) -> bool:
+    """Whether the caller must run the plain formula, which autograd and torch's transforms see through.
+
+    True when autograd records (one of ``tensors`` requires grad), a
+    forward-mode AD level is active, or torch.func (vmap, grad, jvp) wraps one
+    of ``tensors``: the fast paths write ``out=`` buffers (which autograd does
+    not track) and the C kernel is opaque to the transforms.
+    """
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return True
+    if getattr(_forward_ad, "_current_level", -1) >= 0:
+        return True
+    return any(_is_functorch_wrapped(t) for t in tensors)
