@@ -22,6 +22,7 @@ from . import kernels
 from ._checks import PositionsLike, check_float_tensor, check_layout, check_x
 from ._checks import check_out, check_tables
 from .frequencies import angles
+from .kernels import kernel_status  # noqa: F401  (its former home: ropelab.kernel_status now)
 
 __all__ = ["cos_sin", "cos_sin_from_angles", "rotate_half", "rotate_interleaved",
            "rotate", "apply_rotary"]
