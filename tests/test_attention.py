@@ -1,7 +1,5 @@
 """Tests for ropelab.attention: scores under RoPE and the long-term decay bound (chapter 06)."""
 
-# --- chapter 06 additions ---
-
 import cmath
 import math
 
