@@ -31,7 +31,7 @@ def test_permute_weight_by_hand():
     # one head of dim 4: Meta rows (r0, r1, r2, r3) pair (r0, r1), (r2, r3) -> HF order (r0, r2, r1, r3)
     w = torch.arange(8.0).reshape(4, 2)
     assert permute_qk_weight(w, 1).tolist() == [[0, 1], [4, 5], [2, 3], [6, 7]]
-    assert permute_qk_weight(torch.arange(8.0), 2).tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
+    assert permute_qk_weight(torch.arange(8.0), 2, bias=True).tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
 
 
 def test_permute_matches_the_transformers_conversion_formula():
@@ -55,6 +55,15 @@ def test_other_weight_errors():
         permute_qk_weight(torch.randn(8, 8), 0)
     with pytest.raises(ValueError, match=r"got shape \(2, 8, 8\)"):
         permute_qk_weight(torch.randn(2, 8, 8), 2)
+    # a 1-D tensor is a bias only when the caller says so: a flattened matrix is refused
+    with pytest.raises(ValueError, match=r"2-D projection .* got shape \(64,\); to permute a bias, pass bias=True"):
+        permute_qk_weight(torch.randn(64), 2)
+    with pytest.raises(ValueError, match=r"got shape \(64,\); to permute a bias"):
+        unpermute_qk_weight(torch.randn(64), 2)
+    with pytest.raises(ValueError, match=r"with bias=True, weight must be a 1-D bias .* got shape \(8, 8\)"):
+        permute_qk_weight(torch.randn(8, 8), 2, bias=True)
+    b = torch.randn(16)
+    assert torch.equal(unpermute_qk_weight(permute_qk_weight(b, 2, bias=True), 2, bias=True), b)
     with pytest.raises(ValueError, match=r"last axis must be even.*\(3, 5\)"):
         to_half_split(torch.randn(3, 5))
     with pytest.raises(ValueError, match="dim must be even"):
