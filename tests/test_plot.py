@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Annotation
 
 from ropelab import decay_bound, plot
-from ropelab.attention import relative_score, rope_scores
+from ropelab.attention import rope_scores, score_at_distance
 
 matplotlib.use("Agg")
 
@@ -218,8 +218,8 @@ def test_long_term_decay_two_panels():
     q, k = torch.randn(2, 5, 8, dtype=torch.float64)
     ones = torch.ones(8, dtype=torch.float64)
     fig = plot.long_term_decay(
-        d, decay_bound(d, 8), random_mean_abs=relative_score(q, k, d).abs().mean(0),
-        equal_qk=relative_score(ones, ones, d), dim=8, base=1e4,
+        d, decay_bound(d, 8), random_mean_abs=score_at_distance(q, k, d).abs().mean(0),
+        equal_qk=score_at_distance(ones, ones, d), dim=8, base=1e4,
     )
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     left, right = fig.axes
