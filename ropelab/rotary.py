@@ -156,8 +156,9 @@ def apply_rotary(
     bit-identical to :func:`rotate` in float32/float64 and the float32
     formula rounded once in bfloat16/float16; elsewhere a torch path within
     one rounding (its interleaved path assumes equal table entries within a
-    pair, as :func:`cos_sin` builds them). While autograd records, or under
-    forward-mode AD or torch.func, it is :func:`rotate`.
+    pair, as :func:`cos_sin` builds them). Under autograd the backward pass
+    takes the same paths (the rotation by −θ); under forward-mode AD or
+    torch.func it is :func:`rotate`, which they see through.
 
     Args:
         x: ``(..., dim)``. cos, sin: ``(..., rotary_dim)``, as above.
@@ -182,20 +183,23 @@ def apply_rotary(
     check_tables(x, cos, sin, rotary_dim)
     if out is not None:
         out = check_out(out, x, cos, sin)
+    recording = torch.is_grad_enabled() and any(t.requires_grad for t in (x, cos, sin))
+    if recording and out is not None:
+        raise ValueError("out= cannot be used when x, cos or sin require grad "
+                         "(autograd does not track out=)")
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     head = x[..., :rotary_dim]
-    if kernels.needs_reference(x, cos, sin):
-        if out is not None and torch.is_grad_enabled() and any(
-                t.requires_grad for t in (x, cos, sin)):
-            raise ValueError("out= cannot be used when x, cos or sin require grad "
-                             "(autograd does not track out=)")
+    if kernels.transformed(x, cos, sin):  # forward-mode AD, torch.func: the plain formula
         rotated = rotate(head, cos, sin, layout)
+    elif recording:  # autograd: the fast paths, forward and backward
+        rotated = kernels.rotate(head, cos, sin, layout)
+    else:
+        if out is None:
+            out = torch.empty_like(x, memory_format=torch.contiguous_format)
+        kernels.rotate(head, cos, sin, layout, out=out[..., :rotary_dim])
         if rotary_dim < dim:
-            rotated = torch.cat((rotated, x[..., rotary_dim:]), -1)
-        return rotated if out is None else out.copy_(rotated)
-    if out is None:
-        out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    kernels.rotate_into(out[..., :rotary_dim], head, cos, sin, layout)
+            out[..., rotary_dim:] = x[..., rotary_dim:]
+        return out
     if rotary_dim < dim:
-        out[..., rotary_dim:] = x[..., rotary_dim:]
-    return out
+        rotated = torch.cat((rotated, x[..., rotary_dim:]), -1)
+    return rotated if out is None else out.copy_(rotated)

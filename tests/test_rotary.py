@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ropelab import apply_rotary, cos_sin, inv_freq, rotate_half, to_half_split
+from ropelab import kernels
 from ropelab.kernels import cpu
 from ropelab.rotary import rotate, rotate_interleaved
 
@@ -463,6 +464,73 @@ def test_apply_rotary_is_differentiable_in_x_and_in_the_tables(layout, rotary_di
     with pytest.raises(ValueError, match="out= cannot be used when x, cos or sin require grad"):
         apply_rotary(x, a.cos(), a.sin(), layout=layout, rotary_dim=rotary_dim,
                      out=torch.empty(5, 8, dtype=F64))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("case", ["bhsd", "bshd", "packed"])
+def test_gradients_through_the_fast_paths_pass_gradcheck(layout, case, path):
+    # numerical derivatives of apply_rotary in float64 against its backward (the rotation by
+    # −θ through the same dispatch, and the tables' sums), first and second order; the angles
+    # are the inputs, as when frequencies are learnt (RoPE-Mixed, 10_multi_axis)
+    g = torch.Generator().manual_seed(9)
+    shape, a_shape = {"bhsd": ((2, 2, 3, 8), (3, 4)), "bshd": ((2, 3, 2, 8), (3, 1, 4)),
+                      "packed": ((5, 2, 8), (5, 1, 4))}[case]
+    x = torch.randn(shape, generator=g, dtype=F64, requires_grad=True)
+    a = torch.randn(a_shape, generator=g, dtype=F64, requires_grad=True)
+
+    def rope(x, a):
+        a2 = torch.cat((a, a), -1) if layout == "half_split" else a.repeat_interleave(2, -1)
+        return apply_rotary(x, a2.cos(), a2.sin(), layout=layout)
+
+    assert torch.autograd.gradcheck(rope, (x, a))
+    assert torch.autograd.gradgradcheck(rope, (x, a))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_backward_is_exact_for_tables_whose_pairs_differ(layout):
+    # the backward's rotation by −θ swaps the two sin entries of each pair, so it is the
+    # transpose for any tables, not only for those whose pairs share an angle (the fused
+    # kernel's forward takes such tables entry by entry)
+    if not cpu.status()["available"]:
+        pytest.skip(f"fused kernel unavailable: {cpu.status()['reason']}")
+    g = torch.Generator().manual_seed(10)
+    x = torch.randn(2, 3, 5, 8, generator=g, dtype=F64, requires_grad=True)
+    cos = torch.randn(5, 8, generator=g, dtype=F64, requires_grad=True)
+    sin = torch.randn(5, 8, generator=g, dtype=F64, requires_grad=True)
+    w = torch.randn(2, 3, 5, 8, generator=g, dtype=F64)
+    got = torch.autograd.grad((apply_rotary(x, cos, sin, layout=layout) * w).sum(), (x, cos, sin))
+    want = torch.autograd.grad((rotate(x, cos, sin, layout) * w).sum(), (x, cos, sin))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_torch_compile_sees_one_graph_forward_and_backward(layout):
+    # fullgraph: no graph break anywhere in apply_rotary (the C kernel steps aside while
+    # torch traces); aot_eager runs the traced graph and its backward without code generation
+    x = torch.randn(2, 4, 9, 16, dtype=F64, requires_grad=True)
+    cos, sin = cos_sin(torch.arange(9), inv_freq(16, dtype=F64), layout=layout, dtype=F64)
+    compiled = torch.compile(lambda v: apply_rotary(v, cos, sin, layout=layout), fullgraph=True,
+                             backend="aot_eager")
+    y = compiled(x)
+    torch.testing.assert_close(y, pair_rotation(x.detach(), cos, sin, layout), rtol=0, atol=1e-12)
+    w = torch.randn(2, 4, 9, 16, dtype=F64)
+    (grad,) = torch.autograd.grad((y * w).sum(), x)
+    torch.testing.assert_close(grad, pair_rotation(w, cos, -sin, layout), rtol=0, atol=1e-12)
+
+
+def test_training_goes_through_the_fast_path_both_ways(path):
+    x = torch.randn(2, 4, 9, 16, requires_grad=True)
+    cos, sin = cos_sin(torch.arange(9), inv_freq(16))
+    calls = []
+    original = kernels.rotate_into
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "rotate_into", lambda *a, **k: calls.append(a[1].shape) or original(*a, **k))
+        y = apply_rotary(x, cos, sin)
+        y.backward(torch.ones_like(y))
+    assert len(calls) == 2  # the forward pass and the gradient's rotation by −θ
+    torch.testing.assert_close(x.grad, pair_rotation(torch.ones_like(x), cos, -sin, "half_split"),
+                               rtol=0, atol=1e-6, check_dtype=False)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

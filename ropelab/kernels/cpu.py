@@ -283,9 +283,9 @@ def _traced() -> bool:
     FakeTensor, export) or ``torch.compile``. A foreign call would be invisible to them, so the
     caller's torch path runs instead."""
     return bool(
-        torch._C._len_torch_dispatch_stack()
+        getattr(torch.compiler, "is_compiling", lambda: False)()  # torch >= 2.3; first, as
+        or torch._C._len_torch_dispatch_stack()  # torch.compile cannot trace the other two
         or torch._C._is_torch_function_mode_enabled()
-        or getattr(torch.compiler, "is_compiling", lambda: False)()  # torch >= 2.3
     )
 
 
