@@ -149,18 +149,21 @@ def overlaps(a: Tensor, b: Tensor) -> bool:
 
 def check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
     """Check cos and sin are float tables ``(..., rotary_dim)`` that broadcast to ``x``."""
+    xs, device = x.shape, x.device  # (kept cheap: a decode step calls this every token)
     for name, t in (("cos", cos), ("sin", sin)):
-        check_float_tensor(t, name)
-        if t.device != x.device:
-            raise ValueError(f"{name} is on {t.device} but x is on {x.device}")
-        if t.ndim < 1 or t.shape[-1] != rotary_dim:
+        if not isinstance(t, Tensor) or not t.is_floating_point():
+            check_float_tensor(t, name)
+        ts = t.shape
+        if t.device != device:
+            raise ValueError(f"{name} is on {t.device} but x is on {device}")
+        if not ts or ts[-1] != rotary_dim:
             raise ValueError(f"{name}'s last axis must be rotary_dim = {rotary_dim} for x "
-                             f"of shape {tuple(x.shape)}, got {tuple(t.shape)}")
-        lead = zip(reversed(t.shape[:-1]), reversed(x.shape[:-1]))
-        if t.ndim > x.ndim or any(n not in (1, m) for n, m in lead):
+                             f"of shape {tuple(xs)}, got {tuple(ts)}")
+        n = len(ts)
+        if n > len(xs) or any(a != 1 and a != b for a, b in zip(ts[:-1], xs[len(xs) - n:-1])):
             raise ValueError(
-                f"{name} of shape {tuple(t.shape)} does not broadcast to x of shape "
-                f"{tuple(x.shape)}: keep the position axis where x has it, e.g. "
+                f"{name} of shape {tuple(ts)} does not broadcast to x of shape "
+                f"{tuple(xs)}: keep the position axis where x has it, e.g. "
                 "(seq, 1, dim) for x (batch, seq, heads, dim), or (batch, 1, seq, dim) for "
                 "per-row positions with x (batch, heads, seq, dim), i.e. cos.unsqueeze(1) "
                 "(transformers' unsqueeze_dim)"

@@ -187,8 +187,9 @@ def apply_rotary(
     if recording and out is not None:
         raise ValueError("out= cannot be used when x, cos or sin require grad "
                          "(autograd does not track out=)")
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
-    head = x[..., :rotary_dim]
+    if cos.dtype != x.dtype or sin.dtype != x.dtype:
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    head = x if rotary_dim == dim else x[..., :rotary_dim]
     if kernels.transformed(x, cos, sin):  # forward-mode AD, torch.func: the plain formula
         rotated = rotate(head, cos, sin, layout)
     elif recording:  # autograd: the fast paths, forward and backward
@@ -196,9 +197,10 @@ def apply_rotary(
     else:
         if out is None:
             out = torch.empty_like(x, memory_format=torch.contiguous_format)
+        if rotary_dim == dim:
+            return kernels.rotate(x, cos, sin, layout, out=out)
         kernels.rotate(head, cos, sin, layout, out=out[..., :rotary_dim])
-        if rotary_dim < dim:
-            out[..., rotary_dim:] = x[..., rotary_dim:]
+        out[..., rotary_dim:] = x[..., rotary_dim:]
         return out
     if rotary_dim < dim:
         rotated = torch.cat((rotated, x[..., rotary_dim:]), -1)

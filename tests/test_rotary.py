@@ -110,6 +110,15 @@ def test_keeps_dtype_shape_and_input(dtype, layout):
     assert torch.equal(x, before)
 
 
+def test_tables_of_other_dtypes_are_cast_to_x_first():
+    x = torch.randn(2, 5, 8)
+    cos, sin = cos_sin(torch.arange(5), inv_freq(8, dtype=F64), dtype=F64)
+    want = apply_rotary(x, cos.float(), sin.float())
+    assert torch.equal(apply_rotary(x, cos, sin.float()), want)
+    assert torch.equal(apply_rotary(x, cos.float(), sin), want)
+    assert apply_rotary(x.bfloat16(), cos, sin).dtype == torch.bfloat16
+
+
 def test_tables_computed_in_float32_whatever_the_output_dtype():
     # bf16 tables are the float32 ones rounded once, not cos of bf16 angles
     theta = inv_freq(64, 500000.0)
