@@ -129,7 +129,7 @@ def score_at_distance(
 ) -> Tensor:
     """The score as a function of the distance δ = m - n: g(δ) = Re Σ_j h_j e^{iδθ_j} (06_attention_and_decay, eq. ``attn-complex-score``).
 
-    The closed form of :func:`rope_scores`: for the same q at every query
+    The closed form of :func:`~ropelab.rope_scores`: for the same q at every query
     position and the same k at every key position, S[m, n] = g(m - n).
     :func:`ropelab.complex.relative_score` (which takes any frequencies and
     defaults to the interleaved pairs of the Euler form) with the standard

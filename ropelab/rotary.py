@@ -39,7 +39,7 @@ def cos_sin(
     """cos(m·θ) and sin(m·θ), channel by channel for ``layout`` (05_cache_and_decoding).
 
     The angles :func:`ropelab.angles` computes in ``inv_freq``'s dtype
-    (float32 or wider), laid out by :func:`cos_sin_from_angles`.
+    (float32 or wider), laid out by :func:`~ropelab.rotary.cos_sin_from_angles`.
 
     Shapes: positions ``(..., seq)``, inv_freq ``(dim // 2,)`` ->
     ``(cos, sin)``, each ``(..., seq, dim)`` in ``dtype``.
@@ -113,7 +113,7 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half_split") -> T
 
     The reference every fast path is tested against, and what autograd,
     forward-mode AD and torch.func differentiate. No checks: the public
-    entry is :func:`apply_rotary`. Shapes: x ``(..., dim)``; cos, sin
+    entry is :func:`~ropelab.apply_rotary`. Shapes: x ``(..., dim)``; cos, sin
     broadcast to it.
     """
     rot = rotate_half if layout == "half_split" else rotate_interleaved
@@ -153,12 +153,12 @@ def apply_rotary(
 
     One dispatch, :func:`ropelab.kernels.rotate_into`, computes it without
     the plain formula's temporaries (09_performance): the fused CPU kernel,
-    bit-identical to :func:`rotate` in float32/float64 and the float32
+    bit-identical to :func:`~ropelab.rotary.rotate` in float32/float64 and the float32
     formula rounded once in bfloat16/float16; elsewhere a torch path within
     one rounding (its interleaved path assumes equal table entries within a
     pair, as :func:`cos_sin` builds them). Under autograd the backward pass
     takes the same paths (the rotation by −θ); under forward-mode AD or
-    torch.func it is :func:`rotate`, which they see through.
+    torch.func it is :func:`~ropelab.rotary.rotate`, which they see through.
 
     Args:
         x: ``(..., dim)``. cos, sin: ``(..., rotary_dim)``, as above.

@@ -30,7 +30,7 @@ def kernel_status() -> dict[str, object]:
 
     Builds the kernel if it has not been built: 0.7 s with gcc 12 on an idle
     2-core machine, 4.4 s was seen on a loaded one; once per machine, in a
-    private per-user cache (see :mod:`ropelab.kernels.cpu`). Returns a dict:
+    private per-user cache (see ``ropelab.kernels.cpu``). Returns a dict:
     ``available`` (bool), ``reason`` (``"compiled"``, ``"loaded from cache"``
     or why it is unavailable, e.g. no C compiler), ``compile_s`` (seconds the
     compile took in this process, or None), ``path`` (the shared library),
@@ -49,7 +49,7 @@ def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, *
     plain formula in float32 and float64, and in bfloat16 and float16 the
     float32 formula with its result rounded to the 16-bit type. Elsewhere (a
     GPU, no C compiler, ``native=False``, or while torch traces the call) it
-    is :func:`ropelab.kernels.torch_path.rotate_into`.
+    is ``ropelab.kernels.torch_path.rotate_into``.
     """
     # while torch traces (torch.compile, dispatch modes) only torch operations are visible to it
     if native and not cpu._traced() and cpu.rotate(out, x, cos, sin, layout):
