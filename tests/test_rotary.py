@@ -12,7 +12,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ropelab import apply_rotary, cos_sin, inv_freq, rotate_half, to_half_split
+from ropelab import apply_rotary, cos_sin, inv_freq, rotate_half
 from ropelab import kernels
 from ropelab.kernels import cpu
 from ropelab.rotary import rotate, rotate_interleaved
@@ -208,13 +208,6 @@ def test_score_depends_only_on_distance(dim, m, n, shift, seed, layout):
     score = (rope(q, [m], layout) * rope(k, [n], layout)).sum()
     shifted = (rope(q, [m + shift], layout) * rope(k, [n + shift], layout)).sum()
     assert float(shifted) == pytest.approx(float(score), abs=1e-9 * (1 + float(q.norm() * k.norm())))
-
-
-@given(dim=dims, m=positions, seed=st.integers(0, 2**31 - 1))
-def test_layouts_are_the_same_rotation_relabelled(dim, m, seed):
-    x = torch.randn(2, dim, generator=torch.Generator().manual_seed(seed), dtype=F64)
-    torch.testing.assert_close(to_half_split(rope(x, [m, m + 1], "interleaved")),
-                               rope(to_half_split(x), [m, m + 1], "half_split"), rtol=0, atol=1e-12)
 
 
 @given(dim=dims, seed=st.integers(0, 2**31 - 1))
