@@ -22,7 +22,7 @@ from . import kernels
 from ._checks import PositionsLike, check_float_tensor, check_layout, check_x
 from ._checks import check_out, check_tables
 from .frequencies import angles
-from .kernels import kernel_status  # noqa: F401  (its former home: ropelab.kernel_status now)
+from .kernels import kernel_status  # noqa: F401  (former home of ropelab.kernel_status)
 
 __all__ = ["cos_sin", "cos_sin_from_angles", "rotate_half", "rotate_interleaved",
            "rotate", "apply_rotary"]
@@ -151,14 +151,15 @@ def apply_rotary(
     (tokens, heads, dim), packed      (tokens, 1, dim)
     ================================  =========================================
 
-    One dispatch, :func:`ropelab.kernels.rotate_into`, computes it without
-    the plain formula's temporaries (09_performance): the fused CPU kernel,
-    bit-identical to :func:`~ropelab.rotary.rotate` in float32/float64 and the float32
-    formula rounded once in bfloat16/float16; elsewhere a torch path within
-    one rounding (its interleaved path assumes equal table entries within a
-    pair, as :func:`cos_sin` builds them). Under autograd the backward pass
-    takes the same paths (the rotation by −θ); under forward-mode AD or
-    torch.func it is :func:`~ropelab.rotary.rotate`, which they see through.
+    One dispatch, :func:`ropelab.kernels.rotate`, computes it without the
+    plain formula's temporaries (09_performance): the fused CPU kernel,
+    bit-identical to :func:`~ropelab.rotary.rotate` in float32/float64, the
+    float32 formula rounded once in bfloat16/float16; elsewhere a torch path
+    within one rounding (its interleaved path assumes equal table entries
+    within a pair, as :func:`cos_sin` builds them). Under autograd the
+    backward pass takes the same paths (the rotation by −θ); under
+    forward-mode AD or torch.func it is :func:`~ropelab.rotary.rotate`,
+    which they see through.
 
     Args:
         x: ``(..., dim)``. cos, sin: ``(..., rotary_dim)``, as above.
@@ -190,17 +191,17 @@ def apply_rotary(
     if cos.dtype != x.dtype or sin.dtype != x.dtype:
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     head = x if rotary_dim == dim else x[..., :rotary_dim]
-    if kernels.transformed(x, cos, sin):  # forward-mode AD, torch.func: the plain formula
+    if kernels.transformed(x, cos, sin):  # forward AD, torch.func: the formula
         rotated = rotate(head, cos, sin, layout)
     elif recording:  # autograd: the fast paths, forward and backward
         rotated = kernels.rotate(head, cos, sin, layout)
     else:
         if out is None:
             out = torch.empty_like(x, memory_format=torch.contiguous_format)
-        if rotary_dim == dim:
-            return kernels.rotate(x, cos, sin, layout, out=out)
-        kernels.rotate(head, cos, sin, layout, out=out[..., :rotary_dim])
-        out[..., rotary_dim:] = x[..., rotary_dim:]
+        into = out if head is x else out[..., :rotary_dim]
+        kernels.rotate(head, cos, sin, layout, out=into)
+        if rotary_dim < dim:
+            out[..., rotary_dim:] = x[..., rotary_dim:]
         return out
     if rotary_dim < dim:
         rotated = torch.cat((rotated, x[..., rotary_dim:]), -1)
