@@ -26,7 +26,7 @@ __all__ = ["kernel_status", "rotate", "rotate_into", "transformed"]
 
 
 def kernel_status() -> dict[str, object]:
-    """Whether :func:`~ropelab.apply_rotary` uses the fused CPU kernel here, and if not, why.
+    """Whether :func:`~ropelab.apply_rotary` uses the fused CPU kernel, and why not.
 
     Builds the kernel if it has not been built: 0.7 s with gcc 12 on an idle
     2-core machine, 4.4 s was seen on a loaded one; once per machine, in a
@@ -42,49 +42,53 @@ def kernel_status() -> dict[str, object]:
     return cpu.status()
 
 
-def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, *, native: bool = True) -> None:
-    """out = x·cos + rot(x)·sin without the temporaries of the plain formula (09_performance).
+def rotate_into(
+    out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str,
+    *, native: bool = True,
+) -> None:
+    """out = x·cos + rot(x)·sin without the plain formula's temporaries.
 
     On the CPU this is one pass of the fused C kernel: bit-identical to the
     plain formula in float32 and float64, and in bfloat16 and float16 the
-    float32 formula with its result rounded to the 16-bit type. Elsewhere (a
-    GPU, no C compiler, ``native=False``, or while torch traces the call) it
-    is ``ropelab.kernels.torch_path.rotate_into``.
+    float32 formula with its result rounded to the 16-bit type (09_performance).
+    Elsewhere (a GPU, no C compiler, ``native=False``, or while torch traces
+    the call) it is ``ropelab.kernels.torch_path.rotate_into``.
     """
-    # while torch traces (torch.compile, dispatch modes) only torch operations are visible to it
+    # while torch traces (torch.compile, dispatch modes) it sees torch operations only
     if native and not cpu._traced() and cpu.rotate(out, x, cos, sin, layout):
         return
     torch_path.rotate_into(out, x, cos, sin, layout)
 
 
 def transformed(*tensors: Tensor) -> bool:
-    """Whether forward-mode AD is active or torch.func (vmap, grad, jvp) wraps one of ``tensors``.
+    """Whether forward-mode AD is on or torch.func (vmap, grad, jvp) wraps a tensor.
 
     The C kernel is opaque to both, so the caller runs the plain formula,
     which they see through.
     """
     if getattr(torch.compiler, "is_compiling", lambda: False)():
-        return False  # torch.compile traces the torch path (the kernel sees it is traced)
+        return False  # torch.compile traces the torch path (the kernel sees it trace)
     if getattr(_forward_ad, "_current_level", -1) >= 0:
         return True
     return any(_is_functorch_wrapped(t) for t in tensors)
 
 
 def _swap_pairs(t: Tensor, layout: str, first: float, second: float) -> Tensor:
-    """Each pair (a, b) of ``t``'s last axis -> (first·b, second·a); (-1, 1) is the quarter turn."""
+    """Pairs (a, b) of the last axis -> (first·b, second·a); (-1, 1) is a 90° turn."""
     if layout == "half_split":
         a, b = t.chunk(2, dim=-1)
         return torch.cat((first * b, second * a), dim=-1)
     pairs = t.unflatten(-1, (-1, 2))
-    return torch.stack((first * pairs[..., 1], second * pairs[..., 0]), dim=-1).flatten(-2)
+    turned = (first * pairs[..., 1], second * pairs[..., 0])
+    return torch.stack(turned, dim=-1).flatten(-2)
 
 
-# An autograd.Function rather than torch.library.custom_op: measured on this 2-core CPU,
-# custom_op's dispatch adds about 25 µs to every call (a decode step's whole budget), has no
-# forward-mode AD rule, and needs its own vmap rule; torch.compile traces this Function in
-# one graph (the C kernel steps aside while torch traces, so the graph holds torch ops).
+# An autograd.Function rather than torch.library.custom_op: measured on this 2-core
+# CPU, custom_op's dispatch adds about 25 µs to every call (a decode step's budget),
+# has no forward-mode AD rule and needs its own vmap rule; torch.compile traces this
+# Function in one graph (the C kernel steps aside while torch traces).
 class _Rotation(torch.autograd.Function):
-    """The fast paths under autograd: forward rotates x by θ; backward rotates the gradient by −θ.
+    """The fast paths under autograd: x turns by θ forward, the gradient by −θ backward.
 
     With y = x·c + rot(x)·s, the gradient with respect to x is
     g·c − rot(g·s) = g·c + rot(g)·s', where s' is s with the two entries of
@@ -107,7 +111,8 @@ class _Rotation(torch.autograd.Function):
         layout = ctx.layout
         dx = dcos = dsin = None
         if ctx.needs_input_grad[0]:
-            dx = _Rotation.apply(grad, cos, _swap_pairs(sin, layout, -1.0, -1.0), layout)
+            sin_back = _swap_pairs(sin, layout, -1.0, -1.0)
+            dx = _Rotation.apply(grad, cos, sin_back, layout)
         if ctx.needs_input_grad[1]:
             dcos = (grad * x).sum_to_size(cos.shape)
         if ctx.needs_input_grad[2]:
@@ -115,14 +120,17 @@ class _Rotation(torch.autograd.Function):
         return dx, dcos, dsin, None
 
 
-def rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: str, out: Tensor | None = None) -> Tensor:
-    """``x·cos + rot(x)·sin`` through the fast paths, into ``out`` if given (09_performance).
+def rotate(
+    x: Tensor, cos: Tensor, sin: Tensor, layout: str, out: Tensor | None = None
+) -> Tensor:
+    """``x·cos + rot(x)·sin`` by the fast paths, into ``out`` if given (09_performance).
 
     Where autograd records (one of the tensors requires grad) the result has
     a backward that takes the fast paths too; ``out`` must then be None.
     Tensors in one dtype and on one device, tables broadcast to ``x``.
     """
-    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
+    if torch.is_grad_enabled() and (
+            x.requires_grad or cos.requires_grad or sin.requires_grad):
         return _Rotation.apply(x, cos, sin, layout)
     if out is None:
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
