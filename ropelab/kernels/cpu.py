@@ -103,6 +103,15 @@ def _isa_flags() -> list[str]:
     return []
 
 
+def _library_name(cc: list[str]) -> str:
+    """The cached library's file name, keyed by the source, the flags, the compiler and the CPU."""
+    st = os.stat(cc[0])
+    recipe = [_SOURCE.read_bytes(), " ".join([*cc, *_FLAGS, *_isa_flags()]).encode(),
+              f"{st.st_size}:{st.st_mtime_ns}".encode(), platform.machine().encode()]
+    key = hashlib.sha256(b"\0".join(recipe)).hexdigest()[:16]
+    return f"rotary-{key}.so"
+
+
 def _check_private(directory: Path) -> Path:
     """``directory`` resolved, after checking that no other user can have written to it.
 
@@ -211,13 +220,9 @@ def _load() -> dict[str, Any]:
             cc = _compiler()
             if cc is None:
                 raise RuntimeError("no C compiler found ($CC, cc, gcc, clang)")
-            st = os.stat(cc[0])
-            recipe = [_SOURCE.read_bytes(), " ".join([*cc, *_FLAGS, *_isa_flags()]).encode(),
-                      f"{st.st_size}:{st.st_mtime_ns}".encode(), platform.machine().encode()]
-            key = hashlib.sha256(b"\0".join(recipe)).hexdigest()[:16]  # source, flags, compiler, machine
             directory = _cache_dir()
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            target = _check_private(directory) / f"rotary-{key}.so"
+            target = _check_private(directory) / _library_name(cc)
             if os.path.lexists(target) and (why := _untrusted(target)):
                 state["replaced"] = f"deleted {target.name}, {why}"
                 target.unlink()
