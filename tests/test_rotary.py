@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ropelab import apply_rotary, cos_sin, inv_freq, rotate_half
 from ropelab import kernels
+from ropelab._checks import overlaps
 from ropelab.kernels import cpu
 from ropelab.rotary import rotate, rotate_interleaved
 
@@ -414,6 +415,35 @@ def test_out_may_share_a_buffer_with_x_without_overlapping_it(layout, path):
     tables = torch.randn(2, 5, 16)
     with pytest.raises(ValueError, match="out must not overlap cos or sin"):
         apply_rotary(x[0], tables[0], tables[1], layout=layout, out=tables.view(-1)[40:120].view(5, 16))
+
+
+views = st.tuples(st.lists(st.integers(1, 4), min_size=1, max_size=3),
+                  st.lists(st.integers(0, 9), min_size=3, max_size=3), st.integers(0, 30))
+
+
+@given(a=views, b=views, b_dtype=st.sampled_from([torch.float32, torch.float16, torch.float64]))
+def test_overlap_is_exactly_a_shared_byte(a, b, b_dtype):
+    # out= is refused exactly when it shares a byte with x: compared with the sets of bytes
+    # that the two strided views of one buffer cover, listed element by element
+    buf = torch.zeros(1024, dtype=torch.uint8)  # room for every view below
+
+    def view(spec, dtype):
+        sizes, strides, offset = spec
+        es = torch.empty((), dtype=dtype).element_size()
+        t = buf.view(dtype)
+        strides = strides[: len(sizes)]
+        return t.as_strided(sizes, strides, offset), es
+
+    (ta, ea), (tb, eb) = view(a, torch.float32), view(b, b_dtype)
+
+    def bytes_of(t, es):
+        idx = torch.zeros(t.shape, dtype=torch.long)
+        for d, (n, stride) in enumerate(zip(t.shape, t.stride())):
+            idx = idx + (torch.arange(n) * stride).reshape([-1 if i == d else 1 for i in range(t.ndim)])
+        return {(t.storage_offset() + int(i)) * es + k for i in idx.flatten() for k in range(es)}
+
+    assert overlaps(ta, tb) == bool(bytes_of(ta, ea) & bytes_of(tb, eb))
+    assert not overlaps(ta, torch.zeros(3))  # another buffer
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
