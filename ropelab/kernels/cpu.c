@@ -1,6 +1,6 @@
 /* ropelab's fused CPU kernel: out = x*cos + rot(x)*sin in one pass (09_performance).
  *
- * Compiled on first use by ropelab/_native.py and called through ctypes; when
+ * Compiled on first use by ropelab/kernels/cpu.py and called through ctypes; when
  * no C compiler is found ropelab falls back to its torch path, so nothing here
  * is required. One call rotates the rows of a problem of up to MAXD leading
  * axes, split between threads with OpenMP when the compiler has it.
