@@ -809,3 +809,214 @@ def patch_score_maps(
         ax.set_title(name, fontsize="medium")
         ax.legend(loc="upper right", fontsize="small")
     return _finish(fig, f"Scores of one query patch against a {rows} × {cols} grid of keys (d = {q.shape[-1]})")
+
+
+# --- 01_frequencies: one figure per section ---------------------------------
+
+__all__ += ["sinusoidal_encoding", "frequency_ladder", "angle_sawtooth", "wavelength_bars"]
+__all__ += ["full_turn_count"]
+
+
+def sinusoidal_encoding(d_model: int = 64, n_positions: int = 128) -> Figure:
+    """The Transformer's sinusoidal encoding PE(m, c) as a heatmap (01_frequencies, eq. ``freq-sinusoidal``).
+
+    Rows are positions m, columns channels c; channel 2i holds sin(m·θ_i) and
+    2i + 1 holds cos(m·θ_i), θ_i = 10000^(−2i/d). The left columns change
+    every token, the right ones barely move: the geometric ladder of speeds.
+    """
+    import torch
+
+    m = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    theta = 10000.0 ** (-2 * torch.arange(d_model // 2, dtype=torch.float64) / d_model)
+    pe = torch.empty(n_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(m * theta), torch.cos(m * theta)
+    fig, ax = _new_figure(width=6.4, height=4.4)
+    image = ax.imshow(pe.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    fig.colorbar(image, ax=ax, shrink=0.9, label="PE(m, c) (unitless)")
+    ax.set_xlabel("channel c (sin at even c, cos at odd c)")
+    ax.set_ylabel("position m (tokens)")
+    return _finish(fig, f"Sinusoidal position encoding, d = {d_model}")
+
+
+def frequency_ladder(dim: int = 128, bases: tuple[float, ...] = (1e4, 5e5)) -> Figure:
+    """θ_j against the pair index, the code's 0-based j below and RoFormer's 1-based j above (01_frequencies).
+
+    A log y axis turns the geometric ladder θ_j = b^(−2j/d) into straight
+    lines from θ_0 = 1; the top axis relabels the same points with the
+    paper's index j + 1 (eqs. ``theta`` and ``freq-theta0``).
+    """
+    import torch
+
+    from .frequencies import inv_freq
+
+    fig, ax = _new_figure(width=6.4, height=4.2)
+    j = list(range(dim // 2))
+    for base in bases:
+        ax.plot(j, inv_freq(dim, base, dtype=torch.float64).tolist(), marker=".", ms=4,
+                label=f"base b = {base:,.0f}")
+    ax.set_yscale("log")
+    ax.set_xlabel(r"pair index $j$ in the code (0-based): $\theta_j = b^{-2j/d}$")
+    ax.set_ylabel(r"frequency $\theta_j$ (radians per token)")
+    top = ax.secondary_xaxis("top", functions=(lambda x: x + 1, lambda x: x - 1))
+    top.set_xlabel("RoFormer's index (1-based) for the same pair")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend()
+    return _finish(fig, f"The frequency ladder, d = {dim}")
+
+
+def angle_sawtooth(dim: int = 128, pairs: tuple[int, ...] = (0, 8, 16, 32), n_positions: int = 64,
+                   base: float = 10000.0) -> Figure:
+    """The angle m·θ_j modulo 2π against the position m for a few pairs j (01_frequencies, eq. ``angles``).
+
+    Each pair's angle grows linearly; a fast pair wraps around the circle
+    many times (a sawtooth), a slow one hardly leaves 0.
+    """
+    import math
+
+    import torch
+
+    from .frequencies import angles, inv_freq
+
+    pos = torch.arange(n_positions)
+    phi = angles(pos, inv_freq(dim, base, dtype=torch.float64))
+    fig, ax = _new_figure(width=7.2, height=4.0)
+    for j in pairs:
+        wrapped = torch.remainder(phi[:, j], 2 * math.pi)
+        ax.plot(pos.numpy(), wrapped.numpy(), marker=".", ms=4, lw=1.0,
+                label=rf"pair $j = {j}$, $\theta_{{{j}}}$ = {float(phi[1, j]):.3g} rad/token")
+    ax.set_ylim(-0.2, 2 * math.pi + 0.2)
+    ax.set_yticks([0, math.pi, 2 * math.pi], ["0", "π", "2π"])
+    ax.set_xlabel("position m (tokens)")
+    ax.set_ylabel(r"angle $m\theta_j$ mod $2\pi$ (radians)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _finish(fig, f"Rotation angles of four pairs, d = {dim}, base {base:,.0f}")
+
+
+def wavelength_bars(dim: int = 128, base: float = 10000.0,
+                    contexts: tuple[int, ...] = (2048, 8192, 32768)) -> Figure:
+    """Every pair's wavelength λ_j = 2π/θ_j on a log axis, with context lengths marked (01_frequencies).
+
+    The bars run from λ_0 = 2π to λ_{d/2−1} = 2π·b^{(d−2)/d} (eqs.
+    ``wavelength``, ``freq-extremes``); a pair whose bar stays below a
+    dashed line completes a full turn within that context.
+    """
+    from .frequencies import wavelengths
+
+    lam = wavelengths(dim, base)
+    fig, ax = _new_figure(width=7.2, height=4.0)
+    ax.bar(range(dim // 2), lam.numpy(), width=0.8, color="tab:blue", alpha=0.8)
+    for L, style in zip(contexts, ("--", "-.", ":")):
+        ax.axhline(L, color="0.25", ls=style, lw=1.2, label=f"L = {L:,} tokens")
+    ax.set_yscale("log")
+    ax.set_xlabel("pair index j (0-based)")
+    ax.set_ylabel(r"wavelength $\lambda_j$ (tokens per turn)")
+    ax.grid(True, axis="y", which="major", alpha=0.3)
+    ax.legend(loc="upper left")
+    return _finish(fig, f"Wavelengths of the {dim // 2} pairs, d = {dim}, base {base:,.0f}")
+
+
+def full_turn_count(dim: int = 128, bases: tuple[float, ...] = (1e4, 5e5),
+                    max_len: int = 2**20) -> Figure:
+    """N(L), the number of pairs with λ_j ≤ L, against the context length L (01_frequencies, eq. ``freq-fullturn``).
+
+    Counted directly from the wavelengths at each L; a staircase that climbs
+    by one pair every time L passes a wavelength, up to d/2.
+    """
+    import numpy as np
+
+    from .frequencies import wavelengths
+
+    lengths = np.unique(np.geomspace(1, max_len, 2000).round())
+    fig, ax = _new_figure(width=7.2, height=4.0)
+    for base in bases:
+        lam = wavelengths(dim, base).numpy()
+        counts = (lam[None, :] <= lengths[:, None]).sum(1)
+        ax.step(lengths, counts, where="post", label=f"base b = {base:,.0f}")
+    ax.axhline(dim // 2, color="0.5", ls=":", lw=1.0, label=f"all d/2 = {dim // 2} pairs")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context length L (tokens)")
+    ax.set_ylabel(r"pairs with $\lambda_j \leq L$, $N(L)$")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="upper left")
+    return _finish(fig, f"How many pairs complete a turn within L tokens, d = {dim}")
+
+
+# --- 02_complex_rotation: the goal, drawn -----------------------------------
+
+__all__ += ["shift_invariance"]
+
+
+def shift_invariance(q: complex = complex(1.0, 0.3), k: complex = complex(0.6, 0.7), *,
+                     theta: float = 0.35, m: int = 2, n: int = 5, shift: int = 3) -> Figure:
+    """q at position m and k at n, then both moved by ``shift``: the angle between them stays (02_complex_rotation).
+
+    Left: f(q, m) = q·e^{imθ} and f(k, n) = k·e^{inθ} with the arc of the
+    angle between them. Right: the same at m + s and n + s. Both pairs turn
+    by sθ, so the angle, and with it the score Re[f(q)·conj(f(k))], is the
+    same (eqs. ``cplx-goal``, ``relative``).
+    """
+    import cmath
+    import math
+
+    fig, axes = _new_figure(1, 2, width=9.6, height=4.8)
+    lim = 1.25 * max(abs(q), abs(k))
+    for ax, s in zip(axes, (0, shift)):
+        fq = q * cmath.exp(1j * (m + s) * theta)
+        fk = k * cmath.exp(1j * (n + s) * theta)
+        for z, name, colour in ((fq, f"q at m = {m + s}", "tab:blue"), (fk, f"k at n = {n + s}", "tab:orange")):
+            ax.annotate("", xy=(z.real, z.imag), xytext=(0, 0),
+                        arrowprops=dict(arrowstyle="-|>", color=colour, lw=2, shrinkA=0, shrinkB=0))
+            ax.plot([], [], color=colour, lw=2, label=name)
+        a0, a1 = cmath.phase(fq), cmath.phase(fk)
+        a1 = a0 + math.remainder(a1 - a0, 2 * math.pi)
+        r = 0.35 * min(abs(q), abs(k))
+        ts = [a0 + (a1 - a0) * t / 40 for t in range(41)]
+        ax.plot([r * math.cos(t) for t in ts], [r * math.sin(t) for t in ts], color="0.3", lw=1.2)
+        score = (fq * fk.conjugate()).real
+        ax.text(0.03, 0.03, f"angle = {abs(a1 - a0):.3f} rad\nscore = {score:.3f}",
+                transform=ax.transAxes, fontsize=10, va="bottom")
+        ax.axhline(0, color="0.85", lw=0.8, zorder=0)
+        ax.axvline(0, color="0.85", lw=0.8, zorder=0)
+        ax.set_xlim(-lim, lim)
+        ax.set_ylim(-lim, lim)
+        ax.set_aspect("equal")
+        ax.set_xlabel("first channel of the pair (input units)")
+        ax.set_ylabel("second channel (input units)")
+        ax.set_title("as placed" if s == 0 else f"both shifted by s = {s}")
+        ax.legend(loc="upper left", fontsize=9)
+    return _finish(fig, f"Shifting both positions turns both vectors by sθ (θ = {theta} rad/token)")
+
+
+# --- 05_cache_and_decoding: what a bfloat16 cast does to the tables -----------
+
+__all__ += ["table_error"]
+
+
+def table_error(positions, errors: dict, *, ylabel: str = "max |cos error| over channels") -> Figure:
+    """The largest error of a cos table per position, one line per implementation (05_cache_and_decoding).
+
+    Args:
+        positions: 1-D positions (tokens).
+        errors: name -> 1-D errors at ``positions`` (tensors or arrays); zeros are
+            drawn at the floor of the log axis.
+        ylabel: the y axis label, with units.
+    """
+    import numpy as np
+    import torch
+
+    pos = torch.as_tensor(positions).cpu().numpy()
+    fig, ax = _new_figure(width=7.6, height=4.2)
+    floor = 1e-9
+    for name, err in errors.items():
+        e = torch.as_tensor(err, dtype=torch.float64).cpu().numpy()
+        if e.shape != pos.shape:
+            raise ValueError(f"errors[{name!r}] has shape {e.shape}, positions {pos.shape}")
+        ax.plot(pos, np.maximum(e, floor), lw=1.0, label=name)
+    ax.axhline(2.0, color="0.4", ls=":", lw=1.0, label="2, the largest possible")
+    ax.set_yscale("log")
+    ax.set_ylim(floor / 2, 5)
+    ax.set_xlabel("position m (tokens)")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=9)
+    return _finish(fig, "Error of the cos table against exact arithmetic")
