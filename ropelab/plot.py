@@ -830,7 +830,7 @@ def angle_overshoot(curves, *, first_slow: int) -> Figure:
         A Figure with one axis, log y: one line per method, the slow pairs
         shaded, and a line at 1 (the largest angle seen in training).
     """
-    fig, ax = _new_figure(width=7.2, height=4.2)
+    fig, ax = _new_figure(width=7.2, height=5.4)
     n = 0
     for name, values in curves.items():
         values = [float(v) for v in values]
@@ -839,10 +839,14 @@ def angle_overshoot(curves, *, first_slow: int) -> Figure:
     ax.axvspan(first_slow - 0.5, n - 0.5, color="0.9", label="slow pairs (no full turn in training)")
     ax.axhline(1.0, color="0.3", ls="--", lw=1, label="largest angle seen in training")
     ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    ticks = [2.0**k for k in range(-8, 8) if low <= 2.0**k <= high]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
     ax.set_xlabel("pair index j")
-    ax.set_ylabel("largest angle at L' / largest angle at L")
+    ax.set_ylabel("largest angle at L' / at L")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small", loc="upper left")
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     return _finish(fig, "Where each pair's angles end up on the longer sequence")
 
 
