@@ -1025,6 +1025,35 @@ def angle_precision(
 
 # --- 09_performance -----------------------------------------------------------
 
+__all__ += ["angle_error_sources"]
+
+
+def angle_error_sources(positions, curves, *, base: float, dim: int) -> Figure:
+    """The three sources of a float32 table's error against the position (08_numerics).
+
+    Args:
+        positions: the positions m (tokens).
+        curves: ``{source name: largest error over the pairs at each position}``;
+            a constant source (the rounding of cos and sin) may be a single number.
+        base, dim: the settings, for the title.
+
+    Returns:
+        A Figure with one log-log axis, one line per source.
+    """
+    xs = [float(p) for p in positions]
+    fig, ax = _new_figure(width=6.8, height=4.6)
+    for name, values in curves.items():
+        ys = [float(values)] * len(xs) if isinstance(values, (int, float)) else [float(v) for v in values]
+        ax.plot(xs, ys, lw=1.6, ls="--" if isinstance(values, (int, float)) else "-", label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("position m (tokens)")
+    ax.set_ylabel("largest error over the pairs (rad, or unitless for cos)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    return _finish(fig, f"Error sources of a float32 table, d = {dim}, base {base:,.0f}")
+
+
 __all__ += ["bench_ratios"]
 
 
