@@ -19,7 +19,14 @@ from torch import Tensor
 from ._checks import check_dim, check_inv_freq, check_layout
 from .frequencies import angles
 
-__all__ = ["rotation_matrix", "matmul_flops", "elementwise_flops", "floats_per_position", "STORAGE_FORMS"]
+__all__ = [
+    "rotation_matrix",
+    "matmul_flops",
+    "elementwise_flops",
+    "count_arithmetic",
+    "floats_per_position",
+    "STORAGE_FORMS",
+]
 
 STORAGE_FORMS = ("dense", "cos_sin", "angles")
 
@@ -125,3 +132,44 @@ def floats_per_position(dim: int, form: str = "dense") -> int:
     if form not in STORAGE_FORMS:
         raise ValueError(f"form must be one of {STORAGE_FORMS}, got {form!r}")
     return {"dense": dim * dim, "cos_sin": 2 * dim, "angles": dim // 2}[form]
+
+
+# Arithmetic torch ops and the number of operations each executes per output element.
+_ELEMENTWISE = {"mul": "multiplications", "add": "additions", "sub": "additions", "neg": "negations"}
+_PRODUCTS = {"mm", "bmm", "mv", "dot", "matmul", "addmm", "baddbmm"}
+
+
+def count_arithmetic(fn) -> dict[str, int]:
+    """Run ``fn()`` and count the arithmetic that torch actually executes (04_rotation_matrix, eq. ``rmat-flops``).
+
+    An independent check of :func:`matmul_flops` and :func:`elementwise_flops`:
+    a ``TorchDispatchMode`` sees every operation torch dispatches, after
+    ``einsum``, ``@`` and broadcasting have been lowered to kernels. Each
+    elementwise ``mul``, ``add``/``sub`` or ``neg`` counts one operation per
+    element of its result; a matrix product (``mm``, ``bmm``, ``mv``, ...)
+    counts ``b·m·n·k`` multiply-adds from the shapes of its operands. Views,
+    copies and concatenations move data and count nothing.
+
+    Returns:
+        ``{"multiplications": ..., "additions": ..., "negations": ...,
+        "multiply-adds": ...}`` totals over the call.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    counts = {"multiplications": 0, "additions": 0, "negations": 0, "multiply-adds": 0}
+
+    class Counter(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            name = func.overloadpacket.__name__.rstrip("_")
+            if name in _ELEMENTWISE and isinstance(result, Tensor):
+                counts[_ELEMENTWISE[name]] += result.numel()
+            elif name in _PRODUCTS:
+                a, b = (args[1], args[2]) if name in ("addmm", "baddbmm") else (args[0], args[1])
+                inner = a.shape[-1]
+                counts["multiply-adds"] += result.numel() * inner
+            return result
+
+    with Counter():
+        fn()
+    return counts

@@ -14,12 +14,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
 
+import matplotlib as mpl
 import matplotlib.patches as mpatches
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.text import Text
 
 from .bench import cost_model
 from .complex import apply_rotary_complex, relative_score
@@ -48,19 +50,230 @@ __all__ = [
     "angle_precision",
     "bench_ratios",
     "patch_score_maps",
+    "BOOK_STYLE", "COLUMN_WIDTH", "MAX_WIDTH", "MIN_FONT_PT", "rendered_font_sizes",
 ]
 
+# --- the book's one figure style ------------------------------------------
+#
+# A figure is shown as a PNG scaled to fit the book's text column (7 in =
+# 672 CSS px in a 1280 px window, 768 px at 1400; the image's max-width is
+# 100 %). Text must read at MIN_FONT_PT points or more *as rendered*, so:
+# - no figure is wider than MAX_WIDTH: a wider request is scaled down to it,
+#   height in proportion (the fonts keep their size, so they grow relative to
+#   the drawing). The notebook stores the figure's tight bounding box plus
+#   0.1 in of padding on each side (savefig.pad_inches), hence 0.2 in less
+#   than the column;
+# - the PNG is rendered at DPI = 192 (twice the CSS 96 px/in: sharp on HiDPI
+#   screens and in print), so it is at least as wide as the column and the
+#   browser only ever scales it *down to the column* or shows it larger:
+#   every figure inch is at least one rendered inch;
+# - every text is drawn at FLOOR_PT or larger (enforced when the figure is
+#   drawn, whatever sizes a figure function asked for): 5 % over MIN_FONT_PT,
+#   the slack for a drawing whose bounding box runs a little past its edges.
+# The figure background is transparent and the axes white: on a light page the
+# figure sits on the page, in dark mode the theme puts a light card behind
+# images, and the white plot area stays readable on both.
+COLUMN_WIDTH = 7.0  # inches: the book column at 96 CSS px per inch
+PAD = 0.1  # inches around the tight bounding box in the stored PNG
+MAX_WIDTH = COLUMN_WIDTH - 2 * PAD  # the widest figure
+MIN_FONT_PT = 9.0  # the smallest text as rendered, in points
+FLOOR_PT = 9.5  # the smallest text as drawn
+DPI = 192
+BOOK_STYLE: dict[str, object] = {
+    "figure.dpi": DPI,
+    "savefig.dpi": DPI,
+    "figure.facecolor": "none",
+    "savefig.facecolor": "none",
+    "savefig.pad_inches": PAD,
+    "axes.facecolor": "white",
+    "font.family": "DejaVu Sans",
+    "mathtext.fontset": "dejavusans",
+    "font.size": 11.0,
+    "axes.titlesize": 11.0,
+    "axes.labelsize": 11.0,
+    "figure.titlesize": 12.0,
+    "figure.titleweight": "bold",
+    "xtick.labelsize": 10.0,
+    "ytick.labelsize": 10.0,
+    "legend.fontsize": 10.0,
+    "legend.title_fontsize": 10.0,
+    "legend.framealpha": 0.9,
+    "axes.grid": False,
+    "grid.alpha": 0.3,
+    # Okabe-Ito colours: told apart with the common colour-vision deficiencies.
+    "axes.prop_cycle": mpl.cycler(color=[
+        "#0072B2", "#D55E00", "#009E73", "#CC79A7",
+        "#E69F00", "#56B4E9", "#F0E442", "#000000",
+    ]),
+}
 
-def _new_figure(nrows: int = 1, ncols: int = 1, *, width: float = 6.4, height: float = 4.0, **kw):
-    """A fresh (fig, axes) pair, detached from pyplot's figure manager."""
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), layout="constrained", **kw)
+
+class _BookFigure(Figure):
+    """A Figure that draws in the book's style, whatever its functions asked for.
+
+    Text sizes given as names ("small") or points below FLOOR_PT are raised
+    to FLOOR_PT when the figure is drawn (saved, displayed), and ticks made
+    during the draw take BOOK_STYLE's sizes.
+    """
+
+    def draw(self, renderer):
+        with mpl.rc_context(BOOK_STYLE):
+            for text in self.findobj(Text):
+                if text.get_fontsize() < FLOOR_PT:
+                    text.set_fontsize(FLOOR_PT)
+            for ax in self.axes:
+                for axis in (ax.xaxis, ax.yaxis):
+                    for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                        for label in (tick.label1, tick.label2):
+                            if label.get_fontsize() < FLOOR_PT:
+                                label.set_fontsize(FLOOR_PT)
+                ax.tick_params(which="both", labelsize=max(FLOOR_PT, _tick_size(ax)))
+            return super().draw(renderer)
+
+
+def _tick_size(ax) -> float:
+    """The size new tick labels of ``ax`` get (its tick_params, else the style)."""
+    size = ax.xaxis._major_tick_kw.get("labelsize", BOOK_STYLE["xtick.labelsize"])
+    return float(mpl.font_manager.FontProperties(size=size).get_size_in_points())
+
+
+def _new_figure(
+    nrows: int = 1, ncols: int = 1, *, width: float = 6.4, height: float = 4.0, **kw
+):
+    """A fresh (fig, axes) pair in the book's style, detached from pyplot.
+
+    ``width`` and ``height`` are in inches; a width over MAX_WIDTH is scaled
+    down to it, the height in proportion, so the figure is never shrunk in the
+    column (its text would shrink with it).
+    """
+    if width > MAX_WIDTH:
+        width, height = MAX_WIDTH, height * MAX_WIDTH / width
+    with mpl.rc_context(BOOK_STYLE):
+        fig, axes = plt.subplots(
+            nrows, ncols, figsize=(width, height), layout="constrained",
+            FigureClass=_BookFigure, **kw,
+        )
     plt.close(fig)
     return fig, axes
 
 
+def _wrap_title(title: str, chars: int) -> str:
+    """``title`` broken at spaces into lines of at most ``chars`` characters.
+
+    Never breaks inside ``$...$`` (mathtext must stay on one line); an explicit
+    newline in the title is kept.
+    """
+    lines = []
+    for paragraph in title.split("\n"):
+        words, line = [], ""
+        for word in paragraph.split(" "):  # re-join the words of a $...$ span
+            if words and words[-1].count("$") % 2:
+                words[-1] += " " + word
+            else:
+                words.append(word)
+        for word in words:
+            if line and len(line) + 1 + len(word) > chars:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def _finish(fig: Figure, title: str) -> Figure:
-    fig.suptitle(title)
+    """Give ``fig`` its title, in the book's style, wrapped to the figure's width."""
+    size = float(BOOK_STYLE["figure.titlesize"])
+    # A bold DejaVu Sans character is about 0.65 em wide on average.
+    chars = int(fig.get_figwidth() * 72 / (0.65 * size))
+    with mpl.rc_context(BOOK_STYLE):
+        fig.suptitle(_wrap_title(title, chars))
     return fig
+
+
+def rendered_font_sizes(
+    fig: Figure, column_px: float = COLUMN_WIDTH * 96
+) -> list[tuple[str, float]]:
+    """Each visible text of ``fig`` and its size in points as the book shows it.
+
+    The notebook stores the figure as a PNG of its tight bounding box plus
+    PAD on each side at ``fig.dpi``; the page shows it at its natural size
+    (96 px per CSS inch) or, if wider, scaled down to the column
+    (``column_px`` CSS pixels).
+
+    Returns:
+        (text, rendered size in pt) for every visible, non-empty text.
+    """
+    fig.draw_without_rendering()  # lays it out and applies the style, as saving does
+    width_in = fig.get_tightbbox().width + 2 * PAD  # inches, as the notebook stores it
+    natural_px = width_in * fig.dpi
+    # rendered inches per figure inch
+    scale = min(natural_px, column_px) / (width_in * 96)
+    return [
+        (t.get_text(), t.get_fontsize() * scale)
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and t.get_figure(root=True) is fig
+    ]
+
+
+# --- intro ----------------------------------------------------------------
+
+__all__ += ["rope_at_a_glance"]
+
+
+def rope_at_a_glance(
+    theta: float = 0.5, m: int = 1, n: int = 3, shift: int = 2, dim: int = 16,
+    base: float = 10000.0, position: int = 3,
+) -> Figure:
+    """The book's opening picture: RoPE's relative property and its frequency ladder.
+
+    Left: one pair turned by its angle: a query at position ``m`` and a key at
+    ``n`` (both starting at angle 0 and 40°), and the same two shifted by
+    ``shift`` positions; the angle between them, (n − m)θ + 40°, is the same.
+    Right: the d/2 pairs as clock hands at ``position``: pair j has turned by
+    position·θ_j, θ_j = base^(−2j/d) (intro, chapters 01 and 02).
+    """
+    import math
+
+    fig, (left, right) = _new_figure(1, 2, width=6.8, height=3.3, width_ratios=[1, 1.25])
+    t = np.linspace(0, 2 * math.pi, 200)
+    left.plot(np.cos(t), np.sin(t), color="0.75", lw=1)
+    k0 = math.radians(40)
+    colours = BOOK_STYLE["axes.prop_cycle"].by_key()["color"]
+    for s, alpha, ls in ((0, 1.0, "-"), (shift, 0.45, "--")):
+        for angle, colour, name in ((m + s) * theta, colours[0], "q"), ((n + s) * theta + k0, colours[1], "k"):
+            left.annotate("", xy=(math.cos(angle), math.sin(angle)), xytext=(0, 0),
+                          arrowprops={"arrowstyle": "-|>", "color": colour, "alpha": alpha,
+                                      "lw": 2, "ls": ls})
+            pos = m + s if name == "q" else n + s
+            left.text(1.18 * math.cos(angle), 1.18 * math.sin(angle), f"${name}_{{{pos}}}$",
+                      ha="center", va="center", color=colour, alpha=max(alpha, 0.7))
+    a0, a1 = m * theta, n * theta + k0
+    arc = np.linspace(a0, a1, 50)
+    left.plot(0.35 * np.cos(arc), 0.35 * np.sin(arc), color="0.2", lw=1.2)
+    left.text(0.0, -1.45, "same angle after a shift:\nthe score sees only n − m",
+              ha="center", va="top")
+    left.set_xlim(-1.35, 1.35)
+    left.set_ylim(-1.35, 1.35)
+    left.set_aspect(1.0)
+    left.axis("off")
+    left.set_title("one pair, rotated")
+
+    pairs = dim // 2
+    for j in range(pairs):
+        th = base ** (-2 * j / dim)
+        cx, cy = (j % 4) * 2.4, -(j // 4) * 2.6
+        right.plot(cx + np.cos(t), cy + np.sin(t), color="0.75", lw=1)
+        ang = position * th
+        right.plot([cx, cx + math.cos(ang)], [cy, cy + math.sin(ang)], color=colours[0], lw=2)
+        right.plot([cx, cx + 1], [cy, cy], color="0.6", lw=1, ls=":")
+        right.text(cx, cy - 1.25, f"j = {j}", ha="center", va="top")
+    right.set_xlim(-1.3, 3 * 2.4 + 1.3)
+    right.set_ylim(-2.6 - 1.9, 1.3)
+    right.set_aspect(1.0)
+    right.axis("off")
+    right.set_title(f"{pairs} pairs at position {position}: fast to slow")
+    return _finish(fig, "RoPE rotates each pair of channels by its position")
 
 
 # --- 01_frequencies -------------------------------------------------------
@@ -591,6 +804,193 @@ def context_extension_factors(
     return _finish(fig, f"How each method rescales the {dim // 2} frequencies (d = {dim}, b = {base:,.0f}, s = {factor:g})")
 
 
+__all__ += [
+    "pi_interpolation",
+    "angle_overshoot",
+    "stale_cache_error",
+    "yarn_ramps",
+    "attention_temperature",
+    "llama3_bands",
+    "longrope_factors",
+]
+
+
+def pi_interpolation(distances, score, grid, grid_score, bound) -> Figure:
+    """Position Interpolation's score between trained distances (07_context_extension, eq. ``ext-pi-bound``).
+
+    Args:
+        distances: fractional distances Δ'/s at which the PI score is drawn.
+        score: the PI score a(Δ'/s) at those distances.
+        grid, grid_score: the integer distances seen in training and a(Δ) there.
+        bound: the half-width of the band eq. ``ext-pi-bound`` allows around the
+            straight line through the grid scores, at ``distances``.
+
+    Returns:
+        A Figure with one axis: the grid points, the line through them, the
+        band and the interpolated score.
+    """
+    import numpy as np
+
+    x = np.asarray(distances, dtype=float)
+    y = np.asarray(score, dtype=float)
+    gx, gy = np.asarray(grid, dtype=float), np.asarray(grid_score, dtype=float)
+    line = np.interp(x, gx, gy)
+    bnd = np.asarray(bound, dtype=float)
+    fig, ax = _new_figure(width=7.2, height=4.2)
+    ax.fill_between(x, line - bnd, line + bnd, color="0.85", label="allowed by the interpolation bound")
+    ax.plot(gx, gy, "k--", lw=1, label="straight line between trained distances")
+    ax.plot(x, y, lw=1.6, label="PI score at fractional distances Δ'/s")
+    ax.plot(gx, gy, "ko", ms=5, label="scores at trained (integer) distances")
+    ax.set_xlabel("distance Δ = Δ'/s (trained positions)")
+    ax.set_ylabel("score a(Δ) (unitless)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    return _finish(fig, "Under PI a score lies between two trained ones")
+
+
+def angle_overshoot(curves, *, first_slow: int) -> Figure:
+    """Largest run angle over largest trained angle, per pair and method (07_context_extension, eq. ``ext-beyond``).
+
+    Args:
+        curves: ``{method name: sequence of (L'-1)θ'_j / ((L-1)θ_j), j = 0..d/2-1}``.
+        first_slow: the first pair that never completed a turn in training.
+
+    Returns:
+        A Figure with one axis, log y: one line per method, the slow pairs
+        shaded, and a line at 1 (the largest angle seen in training).
+    """
+    fig, ax = _new_figure(width=7.2, height=5.4)
+    n = 0
+    for name, values in curves.items():
+        values = [float(v) for v in values]
+        n = len(values)
+        ax.plot(range(n), values, marker="o", ms=3, lw=1.3, label=name)
+    ax.axvspan(first_slow - 0.5, n - 0.5, color="0.9", label="slow pairs (no full turn in training)")
+    ax.axhline(1.0, color="0.3", ls="--", lw=1, label="largest angle seen in training")
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    ticks = [2.0**k for k in range(-8, 8) if low <= 2.0**k <= high]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("pair index j")
+    ax.set_ylabel("largest angle at L' / at L")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+    return _finish(fig, "Where each pair's angles end up on the longer sequence")
+
+
+def stale_cache_error(positions, rel_error) -> Figure:
+    """Relative error of a cached key rotated with stale frequencies, by key position (07_context_extension).
+
+    Args:
+        positions: the keys' positions.
+        rel_error: ‖k_stale − k_fresh‖ / ‖k_fresh‖ for each key.
+
+    Returns:
+        A Figure with one axis.
+    """
+    fig, ax = _new_figure(width=7.2, height=3.8)
+    ax.plot([float(p) for p in positions], [float(e) for e in rel_error], lw=0.8)
+    ax.set_xlabel("position n of the cached key (tokens)")
+    ax.set_ylabel("relative error of the key (unitless)")
+    ax.grid(True, alpha=0.3)
+    return _finish(fig, "Dynamic NTK: keys rotated before θ changed drift with their position")
+
+
+def yarn_ramps(gamma_paper, gamma_code, *, j_low: int, j_high: int) -> Figure:
+    """YaRN's blend weight γ_j per pair, the paper's ramp in r and the code's ramp in j (07_context_extension).
+
+    Args:
+        gamma_paper: γ(r_j), eq. ``ext-yarn-ramp``.
+        gamma_code: the index ramp of the reference code and transformers.
+        j_low, j_high: the code's rounded ramp ends.
+
+    Returns:
+        A Figure with one axis.
+    """
+    fig, ax = _new_figure(width=7.2, height=4.0)
+    n = len(gamma_paper)
+    ax.plot(range(n), [float(g) for g in gamma_paper], marker="o", ms=3, label="paper: linear in r_j")
+    ax.plot(range(n), [float(g) for g in gamma_code], marker="s", ms=3,
+            label="code and transformers: linear in j")
+    for x in (j_low, j_high):
+        ax.axvline(x, color="0.5", ls=":", lw=1)
+    ax.set_xlabel("pair index j")
+    ax.set_ylabel("γ_j (1 = keep θ_j, 0 = θ_j / s)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper right")
+    return _finish(fig, "YaRN's ramp: as the paper writes it and as checkpoints use it")
+
+
+def attention_temperature(factors, curves) -> Figure:
+    """Logit multiplier μ² against the scale factor s, one line per rule (07_context_extension).
+
+    Args:
+        factors: scale factors s.
+        curves: ``{rule name: μ² at each s}``.
+
+    Returns:
+        A Figure with one axis, log x.
+    """
+    fig, ax = _new_figure(width=7.2, height=4.0)
+    xs = [float(f) for f in factors]
+    for name, values in curves.items():
+        ax.plot(xs, [float(v) for v in values], lw=1.6, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("scale factor s = L'/L")
+    ax.set_ylabel("logit multiplier μ² (unitless)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    return _finish(fig, "How much each rule sharpens attention")
+
+
+def llama3_bands(wavelengths, factors, *, high_wavelength: float, low_wavelength: float) -> Figure:
+    """Llama 3's three bands: θ_j/θ'_j against λ_j (07_context_extension, eq. ``ext-llama3``).
+
+    Args:
+        wavelengths: λ_j of the trained pairs (tokens).
+        factors: θ_j / θ'_j.
+        high_wavelength, low_wavelength: L/high_freq_factor and L/low_freq_factor.
+
+    Returns:
+        A Figure with one axis, log-log.
+    """
+    fig, ax = _new_figure(width=7.2, height=4.0)
+    lam = [float(v) for v in wavelengths]
+    ax.axvspan(min(lam), high_wavelength, color="#d9ead3", label="kept")
+    ax.axvspan(high_wavelength, low_wavelength, color="#fff2cc", label="blended")
+    ax.axvspan(low_wavelength, max(lam), color="#f4cccc", label="divided by s")
+    ax.plot(lam, [float(f) for f in factors], "ko", ms=3, label="pairs of Llama 3.1")
+    ax.set_xscale("log")
+    ax.set_xlabel(r"wavelength $\lambda_j$ of the trained pair (tokens)")
+    ax.set_ylabel(r"$\theta_j / \theta'_j$")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    return _finish(fig, "Llama 3.1: three bands by wavelength")
+
+
+def longrope_factors(short, long, *, first_slow: int) -> Figure:
+    """LongRoPE's per-pair rescale factors, short and long (07_context_extension, eq. ``ext-longrope``).
+
+    Args:
+        short, long: ρ_j for sequences up to L and beyond it.
+        first_slow: the first pair without a full turn in training.
+
+    Returns:
+        A Figure with one axis.
+    """
+    fig, ax = _new_figure(width=7.2, height=4.0)
+    n = len(long)
+    ax.plot(range(n), [float(v) for v in long], marker="o", ms=3, label="long factors (ℓ > L)")
+    ax.plot(range(n), [float(v) for v in short], marker="s", ms=3, label="short factors (ℓ ≤ L)")
+    ax.axvline(first_slow - 0.5, color="0.4", ls="--", lw=1, label="first slow pair")
+    ax.set_xlabel("pair index j")
+    ax.set_ylabel("rescale factor ρ_j = θ_j / θ'_j")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    return _finish(fig, "LongRoPE: one factor per pair, two sets (illustrative values)")
+
+
 # --- 08_numerics ------------------------------------------------------------
 
 
@@ -647,6 +1047,37 @@ def angle_precision(
 
 
 # --- 09_performance -----------------------------------------------------------
+
+__all__ += ["angle_error_sources"]
+
+
+def angle_error_sources(positions, curves, *, base: float, dim: int) -> Figure:
+    """The three sources of a float32 table's error against the position (08_numerics).
+
+    Args:
+        positions: the positions m (tokens).
+        curves: ``{source name: largest error over the pairs at each position}``;
+            a constant source (the rounding of cos and sin) may be a single number.
+        base, dim: the settings, for the title.
+
+    Returns:
+        A Figure with one log-log axis, one line per source.
+    """
+    xs = [float(p) for p in positions]
+    fig, ax = _new_figure(width=6.8, height=4.6)
+    for name, values in curves.items():
+        ys = [float(values)] * len(xs) if isinstance(values, (int, float)) else [float(v) for v in values]
+        ax.plot(xs, ys, lw=1.6, ls="--" if isinstance(values, (int, float)) else "-", label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("position m (tokens)")
+    ax.set_ylabel("largest error over the pairs (rad, or unitless for cos)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    return _finish(fig, f"Error sources of a float32 table, d = {dim}, base {base:,.0f}")
+
+
+__all__ += ["bench_ratios"]
 
 
 def bench_ratios(results, *, model: bool = True) -> Figure:
@@ -761,3 +1192,214 @@ def patch_score_maps(
         ax.set_title(name, fontsize="medium")
         ax.legend(loc="upper right", fontsize="small")
     return _finish(fig, f"Scores of one query patch against a {rows} × {cols} grid of keys (d = {q.shape[-1]})")
+
+
+# --- 01_frequencies: one figure per section ---------------------------------
+
+__all__ += ["sinusoidal_encoding", "frequency_ladder", "angle_sawtooth", "wavelength_bars"]
+__all__ += ["full_turn_count"]
+
+
+def sinusoidal_encoding(d_model: int = 64, n_positions: int = 128) -> Figure:
+    """The Transformer's sinusoidal encoding PE(m, c) as a heatmap (01_frequencies, eq. ``freq-sinusoidal``).
+
+    Rows are positions m, columns channels c; channel 2i holds sin(m·θ_i) and
+    2i + 1 holds cos(m·θ_i), θ_i = 10000^(−2i/d). The left columns change
+    every token, the right ones barely move: the geometric ladder of speeds.
+    """
+    import torch
+
+    m = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    theta = 10000.0 ** (-2 * torch.arange(d_model // 2, dtype=torch.float64) / d_model)
+    pe = torch.empty(n_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(m * theta), torch.cos(m * theta)
+    fig, ax = _new_figure(width=6.4, height=4.4)
+    image = ax.imshow(pe.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    fig.colorbar(image, ax=ax, shrink=0.9, label="PE(m, c) (unitless)")
+    ax.set_xlabel("channel c (sin at even c, cos at odd c)")
+    ax.set_ylabel("position m (tokens)")
+    return _finish(fig, f"Sinusoidal position encoding, d = {d_model}")
+
+
+def frequency_ladder(dim: int = 128, bases: tuple[float, ...] = (1e4, 5e5)) -> Figure:
+    """θ_j against the pair index, the code's 0-based j below and RoFormer's 1-based j above (01_frequencies).
+
+    A log y axis turns the geometric ladder θ_j = b^(−2j/d) into straight
+    lines from θ_0 = 1; the top axis relabels the same points with the
+    paper's index j + 1 (eqs. ``theta`` and ``freq-theta0``).
+    """
+    import torch
+
+    from .frequencies import inv_freq
+
+    fig, ax = _new_figure(width=6.4, height=4.2)
+    j = list(range(dim // 2))
+    for base in bases:
+        ax.plot(j, inv_freq(dim, base, dtype=torch.float64).tolist(), marker=".", ms=4,
+                label=f"base b = {base:,.0f}")
+    ax.set_yscale("log")
+    ax.set_xlabel(r"pair index $j$ in the code (0-based): $\theta_j = b^{-2j/d}$")
+    ax.set_ylabel(r"frequency $\theta_j$ (radians per token)")
+    top = ax.secondary_xaxis("top", functions=(lambda x: x + 1, lambda x: x - 1))
+    top.set_xlabel("RoFormer's index (1-based) for the same pair")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend()
+    return _finish(fig, f"The frequency ladder, d = {dim}")
+
+
+def angle_sawtooth(dim: int = 128, pairs: tuple[int, ...] = (0, 8, 16, 32), n_positions: int = 64,
+                   base: float = 10000.0) -> Figure:
+    """The angle m·θ_j modulo 2π against the position m for a few pairs j (01_frequencies, eq. ``angles``).
+
+    Each pair's angle grows linearly; a fast pair wraps around the circle
+    many times (a sawtooth), a slow one hardly leaves 0.
+    """
+    import math
+
+    import torch
+
+    from .frequencies import angles, inv_freq
+
+    pos = torch.arange(n_positions)
+    phi = angles(pos, inv_freq(dim, base, dtype=torch.float64))
+    fig, ax = _new_figure(width=7.2, height=4.0)
+    for j in pairs:
+        wrapped = torch.remainder(phi[:, j], 2 * math.pi)
+        ax.plot(pos.numpy(), wrapped.numpy(), marker=".", ms=4, lw=1.0,
+                label=rf"pair $j = {j}$, $\theta_{{{j}}}$ = {float(phi[1, j]):.3g} rad/token")
+    ax.set_ylim(-0.2, 2 * math.pi + 0.2)
+    ax.set_yticks([0, math.pi, 2 * math.pi], ["0", "π", "2π"])
+    ax.set_xlabel("position m (tokens)")
+    ax.set_ylabel(r"angle $m\theta_j$ mod $2\pi$ (radians)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _finish(fig, f"Rotation angles of four pairs, d = {dim}, base {base:,.0f}")
+
+
+def wavelength_bars(dim: int = 128, base: float = 10000.0,
+                    contexts: tuple[int, ...] = (2048, 8192, 32768)) -> Figure:
+    """Every pair's wavelength λ_j = 2π/θ_j on a log axis, with context lengths marked (01_frequencies).
+
+    The bars run from λ_0 = 2π to λ_{d/2−1} = 2π·b^{(d−2)/d} (eqs.
+    ``wavelength``, ``freq-extremes``); a pair whose bar stays below a
+    dashed line completes a full turn within that context.
+    """
+    from .frequencies import wavelengths
+
+    lam = wavelengths(dim, base)
+    fig, ax = _new_figure(width=7.2, height=4.0)
+    ax.bar(range(dim // 2), lam.numpy(), width=0.8, color="tab:blue", alpha=0.8)
+    for L, style in zip(contexts, ("--", "-.", ":")):
+        ax.axhline(L, color="0.25", ls=style, lw=1.2, label=f"L = {L:,} tokens")
+    ax.set_yscale("log")
+    ax.set_xlabel("pair index j (0-based)")
+    ax.set_ylabel(r"wavelength $\lambda_j$ (tokens per turn)")
+    ax.grid(True, axis="y", which="major", alpha=0.3)
+    ax.legend(loc="upper left")
+    return _finish(fig, f"Wavelengths of the {dim // 2} pairs, d = {dim}, base {base:,.0f}")
+
+
+def full_turn_count(dim: int = 128, bases: tuple[float, ...] = (1e4, 5e5),
+                    max_len: int = 2**20) -> Figure:
+    """N(L), the number of pairs with λ_j ≤ L, against the context length L (01_frequencies, eq. ``freq-fullturn``).
+
+    Counted directly from the wavelengths at each L; a staircase that climbs
+    by one pair every time L passes a wavelength, up to d/2.
+    """
+    import numpy as np
+
+    from .frequencies import wavelengths
+
+    lengths = np.unique(np.geomspace(1, max_len, 2000).round())
+    fig, ax = _new_figure(width=7.2, height=4.0)
+    for base in bases:
+        lam = wavelengths(dim, base).numpy()
+        counts = (lam[None, :] <= lengths[:, None]).sum(1)
+        ax.step(lengths, counts, where="post", label=f"base b = {base:,.0f}")
+    ax.axhline(dim // 2, color="0.5", ls=":", lw=1.0, label=f"all d/2 = {dim // 2} pairs")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context length L (tokens)")
+    ax.set_ylabel(r"pairs with $\lambda_j \leq L$, $N(L)$")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="upper left")
+    return _finish(fig, f"How many pairs complete a turn within L tokens, d = {dim}")
+
+
+# --- 02_complex_rotation: the goal, drawn -----------------------------------
+
+__all__ += ["shift_invariance"]
+
+
+def shift_invariance(q: complex = complex(1.0, 0.3), k: complex = complex(0.6, 0.7), *,
+                     theta: float = 0.35, m: int = 2, n: int = 5, shift: int = 3) -> Figure:
+    """q at position m and k at n, then both moved by ``shift``: the angle between them stays (02_complex_rotation).
+
+    Left: f(q, m) = q·e^{imθ} and f(k, n) = k·e^{inθ} with the arc of the
+    angle between them. Right: the same at m + s and n + s. Both pairs turn
+    by sθ, so the angle, and with it the score Re[f(q)·conj(f(k))], is the
+    same (eqs. ``cplx-goal``, ``relative``).
+    """
+    import cmath
+    import math
+
+    fig, axes = _new_figure(1, 2, width=9.6, height=4.8)
+    lim = 1.25 * max(abs(q), abs(k))
+    for ax, s in zip(axes, (0, shift)):
+        fq = q * cmath.exp(1j * (m + s) * theta)
+        fk = k * cmath.exp(1j * (n + s) * theta)
+        for z, name, colour in ((fq, f"q at m = {m + s}", "tab:blue"), (fk, f"k at n = {n + s}", "tab:orange")):
+            ax.annotate("", xy=(z.real, z.imag), xytext=(0, 0),
+                        arrowprops=dict(arrowstyle="-|>", color=colour, lw=2, shrinkA=0, shrinkB=0))
+            ax.plot([], [], color=colour, lw=2, label=name)
+        a0, a1 = cmath.phase(fq), cmath.phase(fk)
+        a1 = a0 + math.remainder(a1 - a0, 2 * math.pi)
+        r = 0.35 * min(abs(q), abs(k))
+        ts = [a0 + (a1 - a0) * t / 40 for t in range(41)]
+        ax.plot([r * math.cos(t) for t in ts], [r * math.sin(t) for t in ts], color="0.3", lw=1.2)
+        score = (fq * fk.conjugate()).real
+        ax.text(0.03, 0.03, f"angle = {abs(a1 - a0):.3f} rad\nscore = {score:.3f}",
+                transform=ax.transAxes, fontsize=10, va="bottom")
+        ax.axhline(0, color="0.85", lw=0.8, zorder=0)
+        ax.axvline(0, color="0.85", lw=0.8, zorder=0)
+        ax.set_xlim(-lim, lim)
+        ax.set_ylim(-lim, lim)
+        ax.set_aspect("equal")
+        ax.set_xlabel("first channel of the pair (input units)")
+        ax.set_ylabel("second channel (input units)")
+        ax.set_title("as placed" if s == 0 else f"both shifted by s = {s}")
+        ax.legend(loc="upper left", fontsize=9)
+    return _finish(fig, f"Shifting both positions turns both vectors by sθ (θ = {theta} rad/token)")
+
+
+# --- 05_cache_and_decoding: what a bfloat16 cast does to the tables -----------
+
+__all__ += ["table_error"]
+
+
+def table_error(positions, errors: dict, *, ylabel: str = "max |cos error| over channels") -> Figure:
+    """The largest error of a cos table per position, one line per implementation (05_cache_and_decoding).
+
+    Args:
+        positions: 1-D positions (tokens).
+        errors: name -> 1-D errors at ``positions`` (tensors or arrays); zeros are
+            drawn at the floor of the log axis.
+        ylabel: the y axis label, with units.
+    """
+    import numpy as np
+    import torch
+
+    pos = torch.as_tensor(positions).cpu().numpy()
+    fig, ax = _new_figure(width=7.6, height=4.2)
+    floor = 1e-9
+    for name, err in errors.items():
+        e = torch.as_tensor(err, dtype=torch.float64).cpu().numpy()
+        if e.shape != pos.shape:
+            raise ValueError(f"errors[{name!r}] has shape {e.shape}, positions {pos.shape}")
+        ax.plot(pos, np.maximum(e, floor), lw=1.0, label=name)
+    ax.axhline(2.0, color="0.4", ls=":", lw=1.0, label="2, the largest possible")
+    ax.set_yscale("log")
+    ax.set_ylim(floor / 2, 5)
+    ax.set_xlabel("position m (tokens)")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=9)
+    return _finish(fig, "Error of the cos table against exact arithmetic")

@@ -20,8 +20,9 @@ q and k:
 
 Meta's original LLaMA and Llama 3.1 code is not in transformers: its
 ``precompute_freqs_cis``/``apply_rotary_emb`` (and Llama 3.1's
-``apply_scaling``) are written out below from meta-llama/llama ``llama/model.py``
-and meta-llama/llama-models ``models/llama3/reference_impl/model.py``.
+``apply_scaling``) are written out once in ``ropelab.reference``, from
+meta-llama/llama ``llama/model.py`` and meta-llama/llama-models
+``models/llama3/reference_impl/model.py``.
 Qwen2-VL's M-RoPE is multi-axis: chapter 10 and tests/test_multi_axis.py check it.
 """
 
@@ -42,6 +43,7 @@ from ropelab import (
     scaled_inv_freq,
     to_half_split,
 )
+from ropelab import reference
 from ropelab.scaling import yarn_mscale
 
 try:  # the model families' own code; Meta's rows are checked without it
@@ -165,50 +167,12 @@ def half_split_family(monkeypatch, modeling, rotary_cls, attn_cls, config, rope,
     return rotary, attn
 
 
-# Meta's original code (not in transformers), written out -------------------------------
+# Meta's original code (not in transformers), written out once in ropelab.reference ----
 
-def meta_precompute_freqs_cis(dim, end, theta=10000.0):
-    """meta-llama/llama, llama/model.py: complex64 e^{i m θ_j}, (end, dim/2)."""
-    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
-    t = torch.arange(end, device=freqs.device)
-    freqs = torch.outer(t, freqs).float()
-    return torch.polar(torch.ones_like(freqs), freqs)
-
-
-def meta_apply_scaling(freqs):
-    """meta-llama/llama-models, models/llama3/reference_impl/model.py: Llama 3.1's frequency scaling."""
-    scale_factor, low_freq_factor, high_freq_factor, old_context_len = 8, 1, 4, 8192
-    low_freq_wavelen = old_context_len / low_freq_factor
-    high_freq_wavelen = old_context_len / high_freq_factor
-    wavelen = 2 * torch.pi / freqs
-    new_freqs = torch.where(wavelen > low_freq_wavelen, freqs / scale_factor, freqs)
-    smooth = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
-    return torch.where(
-        (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen),
-        (1 - smooth) * new_freqs / scale_factor + smooth * new_freqs,
-        new_freqs,
-    )
-
-
-def meta3_precompute_freqs_cis(dim, end, theta=10000.0, use_scaled=False):
-    """meta-llama/llama-models (Llama 3 / 3.1): as above, with apply_scaling when use_scaled."""
-    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
-    t = torch.arange(end, device=freqs.device, dtype=torch.float32)
-    if use_scaled:
-        freqs = meta_apply_scaling(freqs)
-    freqs = torch.outer(t, freqs)
-    return torch.polar(torch.ones_like(freqs), freqs)
-
-
-def meta_apply_rotary_emb(xq, xk, freqs_cis):
-    """Both Meta repositories: x is (batch, seq, heads, head_dim); pairs (2i, 2i+1) as complex numbers."""
-    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
-    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
-    shape = [d if i == 1 or i == xq_.ndim - 1 else 1 for i, d in enumerate(xq_.shape)]  # reshape_for_broadcast
-    freqs_cis = freqs_cis.view(*shape)
-    xq_out = torch.view_as_real(xq_ * freqs_cis).flatten(3)
-    xk_out = torch.view_as_real(xk_ * freqs_cis).flatten(3)
-    return xq_out.type_as(xq), xk_out.type_as(xk)
+meta_precompute_freqs_cis = reference.precompute_freqs_cis  # LLaMA 1/2, llama/model.py
+meta3_precompute_freqs_cis = reference.precompute_freqs_cis  # Llama 3.1, with use_scaled
+meta_apply_scaling = reference.apply_scaling
+meta_apply_rotary_emb = reference.apply_rotary_emb
 
 
 def meta_rotate(precompute, head_dim, base, start_pos, **kw):

@@ -17,6 +17,7 @@ from ropelab import (
 )
 from ropelab.matrix import (
     STORAGE_FORMS,
+    count_arithmetic,
     elementwise_flops,
     floats_per_position,
     matmul_flops,
@@ -112,6 +113,28 @@ def test_flop_counts_match_the_structure_of_r(dim, position):
     assert bool((per_row_nonzero == 2).all())
     assert matmul_flops(dim) == int((2 * torch.full((dim,), dim) - 1).sum())
     assert elementwise_flops(dim) == int((2 * per_row_nonzero - 1).sum())
+
+
+@pytest.mark.parametrize("dim", [4, 32, 128])
+def test_counted_arithmetic_matches_the_closed_forms(dim):
+    # what torch executes, seen by a dispatch mode: the dense product's multiply-adds
+    # are its d^2 multiplications; x*cos + rotate_half(x)*sin does 2d mults and d adds
+    seq = 3
+    theta = inv_freq(dim)
+    r_all = torch.stack([rotation_matrix(p, theta, layout="half_split") for p in range(seq)])
+    x = torch.randn(seq, dim)
+    dense = count_arithmetic(lambda: torch.einsum("pij,pj->pi", r_all, x))
+    assert dense["multiply-adds"] == seq * dim * dim
+    assert 2 * dense["multiply-adds"] - seq * dim == seq * matmul_flops(dim)
+    cos, sin = cos_sin(torch.arange(seq), theta)
+    elem = count_arithmetic(lambda: x * cos + ropelab.rotate_half(x) * sin)
+    assert elem["multiplications"] + elem["additions"] == seq * elementwise_flops(dim)
+    assert elem["negations"] == seq * dim // 2 and elem["multiply-adds"] == 0
+
+
+def test_count_arithmetic_counts_nothing_for_data_movement():
+    x = torch.randn(4, 8)
+    assert sum(count_arithmetic(lambda: torch.cat((x, x)).view(-1).clone()).values()) == 0
 
 
 def test_rotation_matrix_at_position_zero_is_identity():
