@@ -809,3 +809,114 @@ def patch_score_maps(
         ax.set_title(name, fontsize="medium")
         ax.legend(loc="upper right", fontsize="small")
     return _finish(fig, f"Scores of one query patch against a {rows} × {cols} grid of keys (d = {q.shape[-1]})")
+
+
+# --- 13_current_architectures ---------------------------------------------
+
+__all__ += ["variant_spectra", "variant_decay", "relative_position_maps", "layer_plans"]
+
+
+def variant_spectra(spectra: dict, *, context: int | None = None) -> Figure:
+    """The wavelength 2π/θ_j of every pair j, one line per variant; θ_j = 0 drawn at the top (13_current_architectures).
+
+    Args:
+        spectra: label -> ``(d/2,)`` frequencies θ_j (0 for a pair that is not rotated).
+        context: if given, a horizontal line at this many tokens (the training context).
+    """
+    import torch
+
+    if not spectra:
+        raise ValueError("spectra must name at least one set of frequencies")
+    fig, ax = _new_figure(width=7.0, height=4.2)
+    finite = [2 * torch.pi / t.double()[t > 0] for t in spectra.values()]
+    top = 10 * max(float(w.max()) for w in finite if len(w))
+    for i, (label, theta) in enumerate(spectra.items()):
+        t = theta.detach().to("cpu", torch.float64)
+        j = torch.arange(len(t))
+        rot = t > 0
+        ax.plot(j[rot].numpy(), (2 * torch.pi / t[rot]).numpy(), marker="o", ms=3, label=label, color=f"C{i}")
+        ax.plot(j[~rot].numpy(), torch.full((int((~rot).sum()),), top * 1.6 ** i).numpy(), marker="x",
+                ms=4, linestyle="none", color=f"C{i}")
+    ax.axhline(top / 1.5, color="0.6", linewidth=0.8, linestyle=":")
+    ax.text(0, top * 1.1, "× not rotated (θ = 0)", fontsize="small", color="0.3")
+    if context is not None:
+        ax.axhline(context, color="k", linewidth=0.8, linestyle="--", label=f"context {context:,} tokens")
+    ax.set_yscale("log")
+    ax.set_xlabel("pair index j")
+    ax.set_ylabel("wavelength 2π/θ_j (tokens)")
+    ax.legend(fontsize="small", loc="lower right")
+    return _finish(fig, "Which pairs rotate, and how slowly")
+
+
+def variant_decay(distances, curves: dict, *, ylabel: str = "score / score at distance 0") -> Figure:
+    """Score against distance for q = k with equal pairs, one line per variant (13_current_architectures).
+
+    Args:
+        distances: ``(n,)`` distances in tokens.
+        curves: label -> ``(n,)`` values, already normalised as ``ylabel`` says.
+    """
+    import torch
+
+    x = torch.as_tensor(distances).cpu().numpy()
+    fig, ax = _new_figure(width=7.0, height=4.2)
+    for i, (label, c) in enumerate(curves.items()):
+        ax.plot(x, torch.as_tensor(c).detach().to("cpu", torch.float64).numpy(), label=label, color=f"C{i}")
+    ax.axhline(0.0, color="0.6", linewidth=0.8)
+    ax.set_xscale("symlog", linthresh=10)
+    ax.set_xlim(0, float(x.max()))
+    ax.set_xlabel("relative distance m − n (tokens, linear to 10, then log)")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize="small")
+    return _finish(fig, "What each variant does to the decay of chapter 06")
+
+
+def relative_position_maps(maps: dict) -> Figure:
+    """The relative position ρ(m, n) each method uses, one heatmap per method, causal part (13_current_architectures).
+
+    Args:
+        maps: title -> ``(seq, seq)`` real matrix ρ(m, n).
+    """
+    import torch
+
+    if not maps:
+        raise ValueError("maps must name at least one method")
+    vmax = max(float(m.max()) for m in maps.values())
+    fig, axes = _new_figure(1, len(maps), width=3.3 * len(maps) + 0.8, height=3.6, squeeze=False)
+    for ax, (name, rho) in zip(axes[0], maps.items()):
+        r = rho.detach().to("cpu", torch.float64)
+        r = torch.where(torch.ones_like(r, dtype=torch.bool).tril(), r, torch.full_like(r, float("nan")))
+        image = ax.imshow(r.numpy(), cmap="viridis", vmin=0, vmax=vmax)
+        ax.set_xlabel("key position n (tokens)")
+        ax.set_ylabel("query position m (tokens)")
+        ax.set_title(name, fontsize="medium")
+    fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label="relative position ρ(m, n) (tokens)")
+    return _finish(fig, "The relative position each method hands to RoPE")
+
+
+def layer_plans(plans: dict) -> Figure:
+    """Which layers rotate, and with which base, one row per model (13_current_architectures).
+
+    Args:
+        plans: model name -> list of per-layer dicts with ``"rope"`` and ``"base"``
+            (as ``ropelab.variants.layer_rope_plan`` returns).
+    """
+    from matplotlib.patches import Patch, Rectangle
+
+    if not plans:
+        raise ValueError("plans must name at least one model")
+    bases = sorted({p["base"] for plan in plans.values() for p in plan if p["rope"]})
+    colors = {b: f"C{i}" for i, b in enumerate(bases)}
+    n = max(len(plan) for plan in plans.values())
+    fig, ax = _new_figure(width=max(7.5, 0.32 * n + 5.0), height=0.55 * len(plans) + 1.4)
+    for row, (name, plan) in enumerate(plans.items()):
+        for i, p in enumerate(plan):
+            color = colors[p["base"]] if p["rope"] else "0.85"
+            ax.add_patch(Rectangle((i, row), 0.9, 0.8, color=color))
+    ax.set_xlim(0, n)
+    ax.set_ylim(len(plans), -0.2)
+    ax.set_yticks([r + 0.4 for r in range(len(plans))], list(plans))
+    ax.set_xlabel("layer index")
+    handles = [Patch(color=colors[b], label=f"RoPE, base {b:,.0f}") for b in bases]
+    handles.append(Patch(color="0.85", label="no position encoding"))
+    ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _finish(fig, "Which layers rotate, with which base")
