@@ -17,6 +17,8 @@ s(m, n) = Re Σ_j h_j e^{i ρ(m, n) θ_j}, h_j = q_j · conj(k_j)
 * Layers without position (``layer_rope_plan``, ``llama4_attn_scales``): which
   layers of a transformers config rotate, with which base, and Llama 4's
   attention-temperature factor on its no-RoPE layers.
+* Video (``time_aligned_ids``, ``interleaved_mrope_axes``): Qwen2.5-VL's
+  temporal ids in seconds, Qwen3-VL's axis-per-pair assignment.
 
 Pairs are half-split unless a function says otherwise; positions are integers
 (or reals for leaky ReRoPE). Shapes: q, k are ``(..., seq, dim)``.
@@ -49,6 +51,8 @@ __all__ = [
     "mla_scores",
     "llama4_attn_scales",
     "layer_rope_plan",
+    "interleaved_mrope_axes",
+    "time_aligned_ids",
 ]
 
 
@@ -297,3 +301,31 @@ def layer_rope_plan(config: Any) -> list[dict[str, Any]]:
         plan.append({"type": t, "rope": rope, "base": _theta_of(params, None) if rope else None,
                      "fraction": fraction if rope else 0.0})
     return plan
+
+
+# --- video: time-aligned ids and interleaved M-RoPE ------------------------------------
+
+def time_aligned_ids(n_grids: int, seconds_per_grid: float, tokens_per_second: float) -> Tensor:
+    """Qwen2.5-VL's temporal position ids: ⌊g · seconds_per_grid · tokens_per_second⌋, g < n_grids.
+
+    One temporal id step is 1/tokens_per_second seconds of video, whatever
+    the frame rate, so the same time gap gives the same id gap. Returns int64.
+    """
+    return (torch.arange(n_grids) * (seconds_per_grid * tokens_per_second)).long()
+
+
+def interleaved_mrope_axes(mrope_section: list[int]) -> Tensor:
+    """Qwen3-VL's interleaved M-RoPE: the axis (0 = t, 1 = h, 2 = w) of each pair j.
+
+    Pairs cycle t, h, w (j mod 3 = 0, 1, 2) while the h and w sections last
+    (j < 3·section[1], j < 3·section[2]); the remaining pairs go to t. Chapter
+    10's chunked M-RoPE gives each axis one consecutive band instead.
+    Returns int64 ``(sum(mrope_section),)``.
+    """
+    if len(mrope_section) != 3:
+        raise ValueError(f"mrope_section must hold 3 pair counts, got {mrope_section!r}")
+    j = torch.arange(sum(mrope_section))
+    axes = torch.zeros_like(j)
+    for axis in (1, 2):
+        axes[(j % 3 == axis) & (j < 3 * mrope_section[axis])] = axis
+    return axes

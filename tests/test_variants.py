@@ -23,6 +23,7 @@ from ropelab.variants import (
     alibi_slopes,
     dual_chunk_positions,
     hope_inv_freq,
+    interleaved_mrope_axes,
     layer_rope_plan,
     llama4_attn_scales,
     mean_cos_score,
@@ -32,6 +33,7 @@ from ropelab.variants import (
     remapped_scores,
     rerope_positions,
     self_extend_positions,
+    time_aligned_ids,
     xpos_decay,
 )
 
@@ -352,3 +354,37 @@ def test_smollm3_no_rope_every_fourth_layer():
     config = smollm3.SmolLM3Config(num_hidden_layers=8)
     assert [p["rope"] for p in layer_rope_plan(config)] == [True, True, True, False] * 2
     assert config.rope_parameters["rope_theta"] == 2_000_000.0
+
+
+# --- video ------------------------------------------------------------------------------------
+
+def test_interleaved_mrope_matches_qwen3_vl():
+    """Qwen3-VL's tables: pair j turns with the position id of axis interleaved_mrope_axes[j]."""
+    from transformers.models.qwen3_vl import modeling_qwen3_vl as qwen3_vl
+    from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfig
+    section = [6, 5, 5]
+    config = Qwen3VLTextConfig(hidden_size=64, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+                               num_hidden_layers=1, intermediate_size=32, vocab_size=32,
+                               rope_parameters={"rope_type": "default", "rope_theta": 5e6,
+                                                "mrope_section": section, "mrope_interleaved": True})
+    rotary = qwen3_vl.Qwen3VLTextRotaryEmbedding(config)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 500, (3, 1, 9), generator=g)  # distinct t, h, w ids per token
+    cos, sin = rotary(torch.zeros(1), ids)
+    axes = interleaved_mrope_axes(section)
+    per_pair = ids[axes, 0].T  # (seq, pairs): the id each pair turns with
+    theta = inv_freq(32, 5e6)
+    angles = per_pair * theta
+    assert torch.equal(cos[0], torch.cat([angles.cos(), angles.cos()], -1))
+    assert torch.equal(sin[0], torch.cat([angles.sin(), angles.sin()], -1))
+    assert axes[:9].tolist() == [0, 1, 2] * 3 and (axes == 0).sum() == 6
+
+
+def test_time_aligned_ids_match_qwen2_5_vl():
+    """Qwen2.5-VL: temporal ids = grid index × seconds per grid × tokens_per_second."""
+    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as q25
+    for fps, tps in ((2.0, 2), (0.5, 2), (4.0, 25)):
+        seconds_per_grid = 2 / fps  # temporal_patch_size 2
+        ids = q25.Qwen2_5_VLModel.get_vision_position_ids(
+            None, 0, torch.tensor([5, 2, 2]), 1, 1, time_interval=seconds_per_grid * tps)
+        assert torch.equal(ids[0].view(5, 4)[:, 0], time_aligned_ids(5, seconds_per_grid, tps))
