@@ -817,10 +817,12 @@ __all__ += ["variant_spectra", "variant_decay", "relative_position_maps", "layer
 
 
 def variant_spectra(spectra: dict, *, context: int | None = None) -> Figure:
-    """The wavelength 2π/θ_j of every pair j, one line per variant; θ_j = 0 drawn at the top (13_current_architectures).
+    """Wavelength 2π/θ_j of every pair j, one line per variant (chapter 13).
+
+    Pairs with θ_j = 0 (not rotated) are drawn as crosses above the lines.
 
     Args:
-        spectra: label -> ``(d/2,)`` frequencies θ_j (0 for a pair that is not rotated).
+        spectra: label -> ``(d/2,)`` frequencies θ_j (0 for a pair not rotated).
         context: if given, a horizontal line at this many tokens (the training context).
     """
     import torch
@@ -834,13 +836,16 @@ def variant_spectra(spectra: dict, *, context: int | None = None) -> Figure:
         t = theta.detach().to("cpu", torch.float64)
         j = torch.arange(len(t))
         rot = t > 0
-        ax.plot(j[rot].numpy(), (2 * torch.pi / t[rot]).numpy(), marker="o", ms=3, label=label, color=f"C{i}")
-        ax.plot(j[~rot].numpy(), torch.full((int((~rot).sum()),), top * 1.6 ** i).numpy(), marker="x",
-                ms=4, linestyle="none", color=f"C{i}")
+        color = f"C{i}"
+        wl = (2 * torch.pi / t[rot]).numpy()
+        ax.plot(j[rot].numpy(), wl, marker="o", ms=3, label=label, color=color)
+        flat = torch.full((int((~rot).sum()),), top * 1.6**i).numpy()
+        ax.plot(j[~rot].numpy(), flat, marker="x", ms=4, linestyle="none", color=color)
     ax.axhline(top / 1.5, color="0.6", linewidth=0.8, linestyle=":")
     ax.text(0, top * 1.1, "× not rotated (θ = 0)", fontsize="small", color="0.3")
     if context is not None:
-        ax.axhline(context, color="k", linewidth=0.8, linestyle="--", label=f"context {context:,} tokens")
+        label = f"context {context:,} tokens"
+        ax.axhline(context, color="k", linewidth=0.8, linestyle="--", label=label)
     ax.set_yscale("log")
     ax.set_xlabel("pair index j")
     ax.set_ylabel("wavelength 2π/θ_j (tokens)")
@@ -848,8 +853,10 @@ def variant_spectra(spectra: dict, *, context: int | None = None) -> Figure:
     return _finish(fig, "Which pairs rotate, and how slowly")
 
 
-def variant_decay(distances, curves: dict, *, ylabel: str = "score / score at distance 0") -> Figure:
-    """Score against distance for q = k with equal pairs, one line per variant (13_current_architectures).
+def variant_decay(
+    distances, curves: dict, *, ylabel: str = "score / score at distance 0"
+) -> Figure:
+    """Probe score (q = k, equal pairs) against distance, per variant (chapter 13).
 
     Args:
         distances: ``(n,)`` distances in tokens.
@@ -860,7 +867,8 @@ def variant_decay(distances, curves: dict, *, ylabel: str = "score / score at di
     x = torch.as_tensor(distances).cpu().numpy()
     fig, ax = _new_figure(width=7.0, height=4.2)
     for i, (label, c) in enumerate(curves.items()):
-        ax.plot(x, torch.as_tensor(c).detach().to("cpu", torch.float64).numpy(), label=label, color=f"C{i}")
+        y = torch.as_tensor(c).detach().to("cpu", torch.float64).numpy()
+        ax.plot(x, y, label=label, color=f"C{i}")
     ax.axhline(0.0, color="0.6", linewidth=0.8)
     ax.set_xscale("symlog", linthresh=10)
     ax.set_xlim(0, float(x.max()))
@@ -871,7 +879,7 @@ def variant_decay(distances, curves: dict, *, ylabel: str = "score / score at di
 
 
 def relative_position_maps(maps: dict) -> Figure:
-    """The relative position ρ(m, n) each method uses, one heatmap per method, causal part (13_current_architectures).
+    """Relative position ρ(m, n) per method, causal part, one heatmap each (chapter 13).
 
     Args:
         maps: title -> ``(seq, seq)`` real matrix ρ(m, n).
@@ -881,20 +889,23 @@ def relative_position_maps(maps: dict) -> Figure:
     if not maps:
         raise ValueError("maps must name at least one method")
     vmax = max(float(m.max()) for m in maps.values())
-    fig, axes = _new_figure(1, len(maps), width=3.3 * len(maps) + 0.8, height=3.6, squeeze=False)
+    width = 3.3 * len(maps) + 0.8
+    fig, axes = _new_figure(1, len(maps), width=width, height=3.6, squeeze=False)
     for ax, (name, rho) in zip(axes[0], maps.items()):
         r = rho.detach().to("cpu", torch.float64)
-        r = torch.where(torch.ones_like(r, dtype=torch.bool).tril(), r, torch.full_like(r, float("nan")))
+        causal = torch.ones_like(r, dtype=torch.bool).tril()
+        r = torch.where(causal, r, torch.full_like(r, float("nan")))
         image = ax.imshow(r.numpy(), cmap="viridis", vmin=0, vmax=vmax)
         ax.set_xlabel("key position n (tokens)")
         ax.set_ylabel("query position m (tokens)")
         ax.set_title(name, fontsize="medium")
-    fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label="relative position ρ(m, n) (tokens)")
+    label = "relative position ρ(m, n) (tokens)"
+    fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label=label)
     return _finish(fig, "The relative position each method hands to RoPE")
 
 
 def layer_plans(plans: dict) -> Figure:
-    """Which layers rotate, and with which base, one row per model (13_current_architectures).
+    """Which layers rotate, and with which base, one row per model (chapter 13).
 
     Args:
         plans: model name -> list of per-layer dicts with ``"rope"`` and ``"base"``
@@ -907,7 +918,8 @@ def layer_plans(plans: dict) -> Figure:
     bases = sorted({p["base"] for plan in plans.values() for p in plan if p["rope"]})
     colors = {b: f"C{i}" for i, b in enumerate(bases)}
     n = max(len(plan) for plan in plans.values())
-    fig, ax = _new_figure(width=max(7.5, 0.32 * n + 5.0), height=0.55 * len(plans) + 1.4)
+    width, height = max(7.5, 0.32 * n + 5.0), 0.55 * len(plans) + 1.4
+    fig, ax = _new_figure(width=width, height=height)
     for row, (name, plan) in enumerate(plans.items()):
         for i, p in enumerate(plan):
             color = colors[p["base"]] if p["rope"] else "0.85"
@@ -918,5 +930,6 @@ def layer_plans(plans: dict) -> Figure:
     ax.set_xlabel("layer index")
     handles = [Patch(color=colors[b], label=f"RoPE, base {b:,.0f}") for b in bases]
     handles.append(Patch(color="0.85", label="no position encoding"))
-    ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(handles=handles, fontsize="small", loc="upper left",
+              bbox_to_anchor=(1.01, 1.0))
     return _finish(fig, "Which layers rotate, with which base")

@@ -57,7 +57,8 @@ __all__ = [
 
 
 def _fraction(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not 0 < value <= 1:
         raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
     return float(value)
 
@@ -65,7 +66,7 @@ def _fraction(value: object, name: str) -> float:
 # --- frequencies: which pairs rotate -----------------------------------------------
 
 def partial_inv_freq(head_dim: int, fraction: float, base: float = 10000.0) -> Tensor:
-    """θ for a head that rotates only its first ``fraction`` (GPT-NeoX, Phi, Qwen3-Next).
+    """θ for a head that rotates only its first ``fraction`` (GPT-NeoX, Qwen3-Next).
 
     The rotated width r = fraction·head_dim gets the full spectrum of a head of
     width r, θ_j = base^(-2j/r), j < r/2; the other (head_dim - r)/2 pairs have
@@ -74,7 +75,10 @@ def partial_inv_freq(head_dim: int, fraction: float, base: float = 10000.0) -> T
     head_dim, base = check_dim(head_dim, "head_dim"), check_base(base)
     rot = int(_fraction(fraction, "fraction") * head_dim)
     if rot < 2 or rot % 2:
-        raise ValueError(f"fraction={fraction} rotates {rot} of {head_dim} channels; need an even r >= 2")
+        raise ValueError(
+            f"fraction={fraction} rotates {rot} of {head_dim} channels; "
+            "need an even count >= 2"
+        )
     return torch.cat([inv_freq(rot, base), torch.zeros((head_dim - rot) // 2)])
 
 
@@ -94,7 +98,7 @@ def p_rope_inv_freq(head_dim: int, p: float, base: float = 10000.0) -> Tensor:
 
 
 def hope_inv_freq(head_dim: int, base: float, context_len: int) -> Tensor:
-    """HoPE-style spectrum: keep the pairs that turn at least once within ``context_len``.
+    """HoPE-style spectrum: keep the pairs that turn at least once in ``context_len``.
 
     A pair whose wavelength 2π/θ_j exceeds the training context never
     completes a turn there; HoPE (Chen et al., 2025) replaces such components
@@ -107,8 +111,10 @@ def hope_inv_freq(head_dim: int, base: float, context_len: int) -> Tensor:
     return theta
 
 
-def mean_cos_score(distances: Tensor, theta: Tensor, decay: Tensor | None = None) -> Tensor:
-    """Score for q = k with all pairs equal, per pair average: (1/(d/2)) Σ_j ζ_j^δ cos(δ θ_j).
+def mean_cos_score(
+    distances: Tensor, theta: Tensor, decay: Tensor | None = None
+) -> Tensor:
+    """Probe score for q = k with all pairs equal: (1/(d/2)) Σ_j ζ_j^δ cos(δ θ_j).
 
     The "q = k" curve of chapter 06 (there ζ_j = 1). ``decay``: optional
     per-pair ``ζ_j`` (xPos, see :func:`xpos_decay`). Pairs with θ_j = 0
@@ -133,11 +139,15 @@ def remapped_scores(q: Tensor, k: Tensor, rho: Tensor, theta: Tensor) -> Tensor:
     """
     h = q.shape[-1] // 2
     if theta.shape != (h,) or rho.dim() != 2:
-        raise ValueError(f"theta must be ({h},) and rho 2-D, got {tuple(theta.shape)} and {tuple(rho.shape)}")
+        raise ValueError(
+            f"theta must be ({h},) and rho 2-D, "
+            f"got {tuple(theta.shape)} and {tuple(rho.shape)}"
+        )
     q64, k64 = q.to(torch.float64), k.to(torch.float64)
     qc = torch.complex(q64[..., :h], q64[..., h:])
     kc = torch.complex(k64[..., :h], k64[..., h:])
-    phase = torch.polar(torch.ones((), dtype=torch.float64), rho.to(torch.float64)[..., None] * theta.double())
+    angle = rho.to(torch.float64)[..., None] * theta.double()
+    phase = torch.polar(torch.ones((), dtype=torch.float64), angle)
     # Σ_j q_j conj(k_j) e^{iρθ_j}, with e^{iρθ} rotating the key back by ρ
     s = torch.einsum("...mj,...nj,mnj->...mn", qc, kc.conj(), phase).real
     return s.to(q.dtype)
@@ -159,7 +169,10 @@ def rerope_positions(seq: int, window: int, leak: float | None = None) -> Tensor
     """
     m, n = _grid(seq)
     delta = (m - n).double()
-    far = torch.full_like(delta, float(window)) if leak is None else window + (delta - window) / leak
+    if leak is None:
+        far = torch.full_like(delta, float(window))
+    else:
+        far = window + (delta - window) / leak
     return torch.where(delta < window, delta, far)
 
 
@@ -184,19 +197,20 @@ def dual_chunk_positions(seq: int, chunk: int, context: int) -> Tensor:
     (inter). Returns ``(seq, seq)`` float64.
     """
     if not 0 < chunk <= context:
-        raise ValueError(f"need 0 < chunk <= context, got chunk={chunk}, context={context}")
+        raise ValueError(f"need 0 < chunk <= context, got {chunk=}, {context=}")
     m, n = _grid(seq)
     i, j = m % chunk, n % chunk
     cm, cn = m // chunk, n // chunk
-    q_pos = torch.where(cm == cn, i, torch.where(cm - cn == 1, torch.clamp(chunk + i, max=context - 1),
-                                                 torch.full_like(i, context - 1)))
+    successive = torch.clamp(chunk + i, max=context - 1)
+    older = torch.full_like(i, context - 1)
+    q_pos = torch.where(cm == cn, i, torch.where(cm - cn == 1, successive, older))
     return (q_pos - j).double()
 
 
 # --- explicit decay -----------------------------------------------------------------
 
 def alibi_slopes(n_heads: int) -> Tensor:
-    """ALiBi's head slopes: the geometric sequence 2^(-8h/H), h = 1..H (Press et al., 2022).
+    """ALiBi's head slopes: the geometric sequence 2^(-8h/H), h = 1..H (Press et al.).
 
     For H not a power of two, the slopes of the next lower power of two
     followed by every other slope of the next higher one (as BLOOM).
@@ -211,7 +225,7 @@ def alibi_slopes(n_heads: int) -> Tensor:
 
 
 def alibi_bias(seq: int, n_heads: int) -> Tensor:
-    """ALiBi's additive score bias -slope_h·(m - n), causal part. Returns ``(H, seq, seq)``."""
+    """ALiBi's additive score bias -slope_h·(m - n), causal part: ``(H, seq, seq)``."""
     m, n = _grid(seq)
     return -alibi_slopes(n_heads)[:, None, None] * (m - n).clamp(min=0).float()
 
@@ -226,10 +240,19 @@ def xpos_decay(dim: int, gamma: float = 0.4) -> Tensor:
     return (torch.arange(0, dim, 2, dtype=torch.float64) / dim + gamma) / (1 + gamma)
 
 
-# --- multi-head latent attention -------------------------------------------------------
+# --- multi-head latent attention ----------------------------------------------------
 
-def mla_scores(q_nope: Tensor, q_rope: Tensor, c_kv: Tensor, k_rope: Tensor, w_uk: Tensor,
-               positions: Tensor, theta: Tensor, *, absorbed: bool = False) -> Tensor:
+def mla_scores(
+    q_nope: Tensor,
+    q_rope: Tensor,
+    c_kv: Tensor,
+    k_rope: Tensor,
+    w_uk: Tensor,
+    positions: Tensor,
+    theta: Tensor,
+    *,
+    absorbed: bool = False,
+) -> Tensor:
     """Unscaled MLA scores with decoupled RoPE (DeepSeek-V2/V3), interleaved rope pairs.
 
     score_h(m, n) = q_nope,h(m)·(W_UK,h c(n)) + (R_m q_rope,h(m))·(R_n k_rope(n)).
@@ -256,14 +279,17 @@ def mla_scores(q_nope: Tensor, q_rope: Tensor, c_kv: Tensor, k_rope: Tensor, w_u
 
 # --- layers without position ----------------------------------------------------------
 
-def llama4_attn_scales(positions: Tensor, floor_scale: float = 8192.0, attn_scale: float = 0.1) -> Tensor:
+def llama4_attn_scales(
+    positions: Tensor, floor_scale: float = 8192.0, attn_scale: float = 0.1
+) -> Tensor:
     """Llama 4's query temperature on no-RoPE layers: 1 + β·ln(1 + ⌊(m + 1)/F⌋).
 
     F = ``floor_scale``, β = ``attn_scale``; 1 for the first F - 1 positions,
     then growing with the log of the position. Returns float32, positions' shape.
     """
     p = torch.as_tensor(positions, dtype=torch.float64)
-    return (1.0 + attn_scale * torch.log1p(torch.floor((p + 1.0) / floor_scale))).float()
+    steps = torch.floor((p + 1.0) / floor_scale)
+    return (1.0 + attn_scale * torch.log1p(steps)).float()
 
 
 def _theta_of(params: dict[str, Any] | None, default: float | None) -> float | None:
@@ -273,7 +299,7 @@ def _theta_of(params: dict[str, Any] | None, default: float | None) -> float | N
 
 
 def layer_rope_plan(config: Any) -> list[dict[str, Any]]:
-    """Per layer of a transformers text config: does it rotate, with which base, how much.
+    """Per layer of a transformers text config: does it rotate, with which base.
 
     Reads the keys the models themselves read: ``no_rope_layers`` (Llama 4,
     SmolLM3), ``layer_types`` with per-type ``rope_parameters`` (Gemma 3) or
@@ -284,7 +310,8 @@ def layer_rope_plan(config: Any) -> list[dict[str, Any]]:
     n = config.num_hidden_layers
     types = list(getattr(config, "layer_types", None) or ["full_attention"] * n)
     rp = config.rope_parameters
-    per_type = isinstance(rp, dict) and set(rp) <= {"full_attention", "sliding_attention", "chunked_attention"}
+    kinds = {"full_attention", "sliding_attention", "chunked_attention"}
+    per_type = isinstance(rp, dict) and set(rp) <= kinds
     model = getattr(config, "model_type", "")
     plan = []
     for i in range(n):
@@ -292,21 +319,27 @@ def layer_rope_plan(config: Any) -> list[dict[str, Any]]:
         params = rp[t] if per_type else rp
         rope = True
         if getattr(config, "no_rope_layers", None) is not None:
-            rope = bool(config.no_rope_layers[i])  # 1 = uses RoPE, as the models read it
+            rope = bool(config.no_rope_layers[i])  # 1 = uses RoPE, as models read it
         elif model.startswith("cohere2"):
             rope = t == "sliding_attention"
         elif t == "linear_attention":
             rope = False
         fraction = float((params or {}).get("partial_rotary_factor", 1.0))
-        plan.append({"type": t, "rope": rope, "base": _theta_of(params, None) if rope else None,
-                     "fraction": fraction if rope else 0.0})
+        plan.append({
+            "type": t,
+            "rope": rope,
+            "base": _theta_of(params, None) if rope else None,
+            "fraction": fraction if rope else 0.0,
+        })
     return plan
 
 
-# --- video: time-aligned ids and interleaved M-RoPE ------------------------------------
+# --- video: time-aligned ids and interleaved M-RoPE ---------------------------------
 
-def time_aligned_ids(n_grids: int, seconds_per_grid: float, tokens_per_second: float) -> Tensor:
-    """Qwen2.5-VL's temporal position ids: ⌊g · seconds_per_grid · tokens_per_second⌋, g < n_grids.
+def time_aligned_ids(
+    n_grids: int, seconds_per_grid: float, tokens_per_second: float
+) -> Tensor:
+    """Qwen2.5-VL's temporal ids ⌊g · seconds_per_grid · tokens_per_second⌋, g < n.
 
     One temporal id step is 1/tokens_per_second seconds of video, whatever
     the frame rate, so the same time gap gives the same id gap. Returns int64.
@@ -323,7 +356,7 @@ def interleaved_mrope_axes(mrope_section: list[int]) -> Tensor:
     Returns int64 ``(sum(mrope_section),)``.
     """
     if len(mrope_section) != 3:
-        raise ValueError(f"mrope_section must hold 3 pair counts, got {mrope_section!r}")
+        raise ValueError(f"mrope_section must hold 3 counts, got {mrope_section!r}")
     j = torch.arange(sum(mrope_section))
     axes = torch.zeros_like(j)
     for axis in (1, 2):

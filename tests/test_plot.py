@@ -327,3 +327,24 @@ def test_context_extension_factors_optional_lines():
     assert len(fig.axes[0].get_lines()) == 4  # PI, NTK-aware, YaRN and the vertical line
     with pytest.raises(ValueError, match="dim // 2 = 32"):
         plot.context_extension_factors(dim=64, longrope_factors=[1.0] * 3)
+
+
+def test_chapter13_figures():
+    from ropelab import inv_freq
+    from ropelab.variants import mean_cos_score, partial_inv_freq, rerope_positions
+    spectra = {"RoPE": inv_freq(16), "partial": partial_inv_freq(16, 0.5)}
+    fig = plot.variant_spectra(spectra, context=100)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log" and "tokens" in ax.get_ylabel()
+    assert len(ax.get_legend().get_texts()) == 3  # two variants and the context line
+    d = torch.arange(50)
+    fig = plot.variant_decay(d, {"RoPE": mean_cos_score(d, inv_freq(16))})
+    assert "tokens" in fig.axes[0].get_xlabel()
+    fig = plot.relative_position_maps({"a": rerope_positions(8, 3), "b": rerope_positions(8, 8)})
+    assert len(fig.axes) == 3  # two heatmaps and one colour bar
+    plans = {"m": [{"rope": True, "base": 1e4}, {"rope": False, "base": None}]}
+    fig = plot.layer_plans(plans)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [
+        "RoPE, base 10,000", "no position encoding"]
+    with pytest.raises(ValueError):
+        plot.layer_plans({})

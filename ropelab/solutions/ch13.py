@@ -7,7 +7,7 @@ from torch import Tensor
 
 
 def leaky_rerope_positions(seq: int, window: int, leak: float) -> Tensor:
-    """Leaky ReRoPE's ρ(m, n): m - n below ``window``, window + (m - n - window)/leak above.
+    """Leaky ReRoPE's ρ(m, n): m - n below ``window``, w + (m - n - w)/leak above.
 
     Returns ``(seq, seq)`` float64 (entries above the diagonal: m - n, masked anyway).
     """
