@@ -1043,18 +1043,22 @@ def relative_position_maps(maps: dict) -> Figure:
     if not maps:
         raise ValueError("maps must name at least one method")
     vmax = max(float(m.max()) for m in maps.values())
-    width = 3.3 * len(maps) + 0.8
-    fig, axes = _new_figure(1, len(maps), width=width, height=3.6, squeeze=False)
-    for ax, (name, rho) in zip(axes[0], maps.items()):
+    ncols = min(2, len(maps))
+    nrows = -(-len(maps) // ncols)
+    fig, axes = _new_figure(nrows, ncols, width=MAX_WIDTH, height=3.1 * nrows + 0.6,
+                            squeeze=False)
+    for ax in axes.flat[len(maps):]:
+        ax.set_visible(False)
+    for ax, (name, rho) in zip(axes.flat, maps.items()):
         r = rho.detach().to("cpu", torch.float64)
         causal = torch.ones_like(r, dtype=torch.bool).tril()
         r = torch.where(causal, r, torch.full_like(r, float("nan")))
         image = ax.imshow(r.numpy(), cmap="viridis", vmin=0, vmax=vmax)
         ax.set_xlabel("key position n (tokens)")
-        ax.set_ylabel("query position m (tokens)")
+        ax.set_ylabel("query m (tokens)")
         ax.set_title(name, fontsize="medium")
     label = "relative position ρ(m, n) (tokens)"
-    fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label=label)
+    fig.colorbar(image, ax=list(axes.flat), shrink=0.8, label=label)
     return _finish(fig, "The relative position each method hands to RoPE")
 
 
@@ -1070,10 +1074,10 @@ def layer_plans(plans: dict) -> Figure:
     if not plans:
         raise ValueError("plans must name at least one model")
     bases = sorted({p["base"] for plan in plans.values() for p in plan if p["rope"]})
-    colors = {b: f"C{i}" for i, b in enumerate(bases)}
+    cycle = BOOK_STYLE["axes.prop_cycle"].by_key()["color"]
+    colors = {b: cycle[i % len(cycle)] for i, b in enumerate(bases)}
     n = max(len(plan) for plan in plans.values())
-    width, height = max(7.5, 0.32 * n + 5.0), 0.55 * len(plans) + 1.4
-    fig, ax = _new_figure(width=width, height=height)
+    fig, ax = _new_figure(width=MAX_WIDTH, height=0.5 * len(plans) + 2.2)
     for row, (name, plan) in enumerate(plans.items()):
         for i, p in enumerate(plan):
             color = colors[p["base"]] if p["rope"] else "0.85"
@@ -1084,6 +1088,5 @@ def layer_plans(plans: dict) -> Figure:
     ax.set_xlabel("layer index")
     handles = [Patch(color=colors[b], label=f"RoPE, base {b:,.0f}") for b in bases]
     handles.append(Patch(color="0.85", label="no position encoding"))
-    ax.legend(handles=handles, fontsize="small", loc="upper left",
-              bbox_to_anchor=(1.01, 1.0))
+    fig.legend(handles=handles, loc="outside lower center", ncol=2)
     return _finish(fig, "Which layers rotate, with which base")

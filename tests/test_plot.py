@@ -424,7 +424,7 @@ def test_chapter13_figures():
     assert len(fig.axes) == 3  # two heatmaps and one colour bar
     plans = {"m": [{"rope": True, "base": 1e4}, {"rope": False, "base": None}]}
     fig = plot.layer_plans(plans)
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
         "RoPE, base 10,000", "no position encoding"]
     with pytest.raises(ValueError):
         plot.layer_plans({})
