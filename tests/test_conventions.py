@@ -466,8 +466,10 @@ def test_llama4(monkeypatch):
     torch.manual_seed(0)
     config = llama4.Llama4TextConfig(
         hidden_size=4 * 32, num_attention_heads=4, num_key_value_heads=2, head_dim=32, num_hidden_layers=4,
-        intermediate_size=32, intermediate_size_mlp=32, num_local_experts=2, use_qk_norm=False,
+        intermediate_size=32, intermediate_size_mlp=32, num_local_experts=2, use_qk_norm=True,
         max_position_embeddings=10485760, rope_parameters={**LLAMA4_SCOUT, "rope_theta": 500000.0})
+    # Scout RMS-normalises q and k after rotating them (no weight): a rotation keeps the norm, so
+    # normalising the unrotated q0 and rotating it gives the same q
     assert config.no_rope_layers == [1, 1, 1, 0]
     rotary = llama4.Llama4TextRotaryEmbedding(config)
     attn = llama4.Llama4TextAttention(config, layer_idx=0)
