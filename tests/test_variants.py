@@ -350,10 +350,27 @@ def test_cohere2_rope_on_sliding_layers_only(monkeypatch):
     assert torch.equal(qg, qg0) and torch.equal(kg, kg0)
 
 
-def test_smollm3_no_rope_every_fourth_layer():
+def test_smollm3_no_rope_every_fourth_layer(monkeypatch):
+    """SmolLM3: half-split RoPE on 3 layers of 4; the 4th hands q and k to attention unrotated."""
+    from transformers.models.smollm3 import modeling_smollm3
     config = smollm3.SmolLM3Config(num_hidden_layers=8)
     assert [p["rope"] for p in layer_rope_plan(config)] == [True, True, True, False] * 2
     assert config.rope_parameters["rope_theta"] == 2_000_000.0
+    torch.manual_seed(0)
+    tiny = smollm3.SmolLM3Config(hidden_size=64, num_attention_heads=2, num_key_value_heads=1,
+                                 num_hidden_layers=4, intermediate_size=32, vocab_size=32)
+    h = hidden_states(64)
+    cos, sin = modeling_smollm3.SmolLM3RotaryEmbedding(tiny)(h, POSITIONS)
+    identity = (torch.ones_like(cos), torch.zeros_like(sin))
+    rope_layer = modeling_smollm3.SmolLM3Attention(tiny, layer_idx=0)
+    q0, _ = qk(monkeypatch, modeling_smollm3, rope_layer, h, identity)
+    q, _ = qk(monkeypatch, modeling_smollm3, rope_layer, h, (cos, sin))
+    c, s = cos_sin(POSITIONS, inv_freq(32, 2_000_000.0))
+    close(q, apply_rotary(q0, c[:, None], s[:, None]))
+    nope_layer = modeling_smollm3.SmolLM3Attention(tiny, layer_idx=3)
+    qn0, kn0 = qk(monkeypatch, modeling_smollm3, nope_layer, h, identity)
+    qn, kn = qk(monkeypatch, modeling_smollm3, nope_layer, h, (cos, sin))
+    assert torch.equal(qn, qn0) and torch.equal(kn, kn0)
 
 
 # --- video ------------------------------------------------------------------------------------
