@@ -214,16 +214,22 @@ def _yarn(dim, base, params, seq_len, dtype):
 
 @_register("llama3", {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
 def _llama3(dim, base, params, seq_len, dtype):
-    """Llama 3.1: keep short wavelengths, divide long ones by s, blend the band between."""
+    """Llama 3.1: keep short wavelengths, divide long ones by s, blend the band between.
+
+    low_freq_factor = high_freq_factor (Llama 4 Scout: both 1) leaves no band:
+    a step at the wavelength original/low, as in transformers.
+    """
     factor = _factor(params, "llama3")
     original = _original_len(params, "llama3")
     low, high = params["low_freq_factor"], params["high_freq_factor"]
-    if not (isinstance(low, (int, float)) and isinstance(high, (int, float)) and 0 < low < high):
-        raise ValueError(f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low!r} and {high!r}")
+    if not (isinstance(low, (int, float)) and isinstance(high, (int, float)) and 0 < low <= high):
+        raise ValueError(f"llama3 needs 0 < low_freq_factor <= high_freq_factor, got {low!r} and {high!r}")
     theta = frequencies.inv_freq(dim, base, dtype=dtype)
     wavelen = 2 * math.pi / theta
     low_freq_wavelen, high_freq_wavelen = original / low, original / high
     scaled = torch.where(wavelen > low_freq_wavelen, theta / factor, theta)
+    if low == high:  # no band to blend
+        return scaled, 1.0
     smooth = (original / wavelen - low) / (high - low)
     smoothed = (1 - smooth) * scaled / factor + smooth * scaled
     medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)

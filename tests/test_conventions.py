@@ -422,3 +422,126 @@ def test_deepseek_v3(monkeypatch):
     # what attention sees is unchanged by the reordering: the reference code's interleaved scores
     scores = q[..., nope:] @ k[..., nope:].transpose(-1, -2)
     close(scores, m_q @ m_k.transpose(-1, -2), 1e-4 * float(scores.abs().max()))
+
+
+# Families of 2024-2026 (book/conventions.md, second table) ------------------------------
+
+from transformers.models.gemma3 import modeling_gemma3 as gemma3  # noqa: E402
+from transformers.models.gpt_oss import modeling_gpt_oss as gpt_oss  # noqa: E402
+from transformers.models.llama4 import modeling_llama4 as llama4  # noqa: E402
+from transformers.models.qwen3 import modeling_qwen3 as qwen3  # noqa: E402
+from transformers.models.qwen3_next import modeling_qwen3_next as qwen3_next  # noqa: E402
+
+LLAMA4_SCOUT = {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+                "original_max_position_embeddings": 8192}
+
+
+def test_llama4(monkeypatch):
+    """Llama 4 Scout: interleaved pairs (complex form), base 500,000, llama3 x16, RoPE on 3 of 4 layers."""
+    torch.manual_seed(0)
+    config = llama4.Llama4TextConfig(
+        hidden_size=4 * 32, num_attention_heads=4, num_key_value_heads=2, head_dim=32, num_hidden_layers=4,
+        intermediate_size=32, intermediate_size_mlp=32, num_local_experts=2, use_qk_norm=True,
+        max_position_embeddings=10485760, rope_parameters={**LLAMA4_SCOUT, "rope_theta": 500000.0})
+    # Scout RMS-normalises q and k after rotating them (no weight): a rotation keeps the norm, so
+    # normalising the unrotated q0 and rotating it gives the same q
+    assert config.no_rope_layers == [1, 1, 1, 0]
+    rotary = llama4.Llama4TextRotaryEmbedding(config)
+    attn = llama4.Llama4TextAttention(config, layer_idx=0)
+    hidden = random_hidden(config.hidden_size)
+    freqs = rotary(hidden, POSITIONS)  # complex e^{i m θ_j}, (batch, seq, head_dim / 2)
+    q0, k0 = attention_qk(monkeypatch, llama4, attn, hidden, torch.ones_like(freqs))
+    q, k = attention_qk(monkeypatch, llama4, attn, hidden, freqs)
+    theta, a = scaled_inv_freq(32, 500000.0, LLAMA4_SCOUT)
+    torch.testing.assert_close(theta, rotary.inv_freq, rtol=2**-22, atol=0)
+    assert a == rotary.attention_scaling == 1.0 and attn.scaling == 32**-0.5
+    rope = RotaryEmbedding(32, 500000.0, scaling=LLAMA4_SCOUT, layout="interleaved")
+    m_q, m_k = rope(q0, k0, POSITIONS)
+    atol = tol(q0, k0, max_position=int(POSITIONS.max()))
+    close(m_q, q, atol)
+    close(m_k, k, atol)
+    # the no-RoPE layer hands q and k to attention unrotated, whatever the tables
+    nope = llama4.Llama4TextAttention(config, layer_idx=3)
+    nope.attn_temperature_tuning = False  # the temperature is chapter 13's test; here: no rotation
+    qn0, kn0 = attention_qk(monkeypatch, llama4, nope, hidden, torch.ones_like(freqs))
+    qn, kn = attention_qk(monkeypatch, llama4, nope, hidden, freqs)
+    assert torch.equal(qn, qn0) and torch.equal(kn, kn0)
+
+
+def test_gemma3(monkeypatch):
+    """Gemma 3 (4B and up): half-split, 10,000 on sliding layers, 1,000,000 with linear x8 on global ones."""
+    torch.manual_seed(0)
+    params = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+              "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}
+    config = gemma3.Gemma3TextConfig(hidden_size=64, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+                                     num_hidden_layers=6, intermediate_size=32, vocab_size=32,
+                                     query_pre_attn_scalar=32, rope_parameters=params)
+    rotary = gemma3.Gemma3RotaryEmbedding(config)
+    hidden = random_hidden(config.hidden_size)
+    for layer, layer_type in ((0, "sliding_attention"), (5, "full_attention")):
+        assert config.layer_types[layer] == layer_type
+        attn = gemma3.Gemma3Attention(config, layer_idx=layer)
+        cos, sin = rotary(hidden, POSITIONS, layer_type)
+        q0, k0 = attention_qk(monkeypatch, gemma3, attn, hidden, identity_tables(cos, sin))
+        q, k = attention_qk(monkeypatch, gemma3, attn, hidden, (cos, sin))
+        p = params[layer_type]
+        scaling = None if p["rope_type"] == "default" else {"rope_type": "linear", "factor": 8.0}
+        rope = RotaryEmbedding(32, p["rope_theta"], scaling=scaling)
+        m_q, m_k = rope(q0, k0, POSITIONS)
+        atol = tol(q0, k0, max_position=int(POSITIONS.max()))
+        close(m_q, q, atol)
+        close(m_k, k, atol)
+        assert attn.scaling == config.query_pre_attn_scalar**-0.5
+
+
+def test_qwen3(monkeypatch):
+    """Qwen3: LLaMA's convention, base 1,000,000; q and k are RMS-normalised per head before rotation."""
+    config = qwen3.Qwen3Config(hidden_size=4 * 32, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                               intermediate_size=64, num_hidden_layers=1,
+                               rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+    _, attn = half_split_family(monkeypatch, qwen3, qwen3.Qwen3RotaryEmbedding, qwen3.Qwen3Attention, config,
+                                RotaryEmbedding(32, 1e6), rotary_dim=32, base=1e6)
+    assert attn.scaling == 32**-0.5
+
+
+def test_qwen3_next(monkeypatch):
+    """Qwen3-Next: half-split on the first 25 % of each head (64 of 256), base 5,000,000."""
+    config = qwen3_next.Qwen3NextConfig(
+        hidden_size=64, num_attention_heads=2, num_key_value_heads=1, head_dim=32, num_hidden_layers=4,
+        intermediate_size=32, moe_intermediate_size=16, shared_expert_intermediate_size=16, num_experts=2,
+        num_experts_per_tok=1, linear_num_key_heads=2, linear_num_value_heads=2, linear_key_head_dim=8,
+        linear_value_head_dim=8, vocab_size=32,
+        rope_parameters={"rope_type": "default", "rope_theta": 5e6, "partial_rotary_factor": 0.25})
+    scaling = {"partial_rotary_factor": 0.25}
+    half_split_family(monkeypatch, qwen3_next, qwen3_next.Qwen3NextRotaryEmbedding, qwen3_next.Qwen3NextAttention,
+                      config, RotaryEmbedding(32, 5e6, scaling=scaling), rotary_dim=8, base=5e6, scaling=scaling)
+
+
+GPT_OSS_YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                "original_max_position_embeddings": 4096}
+
+
+def test_gpt_oss(monkeypatch):
+    """gpt-oss: half-split, base 150,000, YaRN x32 on 4,096 without truncation, tables times 0.1 ln 32 + 1."""
+    torch.manual_seed(0)
+    config = gpt_oss.GptOssConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                  num_hidden_layers=2, intermediate_size=32, num_local_experts=2,
+                                  num_experts_per_tok=1, vocab_size=32)
+    assert config.rope_parameters == {**GPT_OSS_YARN, "rope_theta": 150000.0}  # the config's defaults
+    rotary = gpt_oss.GptOssRotaryEmbedding(config)
+    attn = gpt_oss.GptOssAttention(config, layer_idx=0)
+    with torch.no_grad():
+        attn.sinks.normal_()
+    hidden = random_hidden(config.hidden_size)
+    cos, sin = rotary(hidden, POSITIONS)  # one angle per pair: (batch, seq, head_dim / 2)
+    q0, k0 = attention_qk(monkeypatch, gpt_oss, attn, hidden, identity_tables(cos, sin))
+    q, k = attention_qk(monkeypatch, gpt_oss, attn, hidden, (cos, sin))
+    theta, a = scaled_inv_freq(16, 150000.0, GPT_OSS_YARN)
+    torch.testing.assert_close(theta, rotary.inv_freq, rtol=2**-22, atol=0)
+    assert a == pytest.approx(rotary.attention_scaling) and a == pytest.approx(0.1 * math.log(32) + 1)
+    assert attn.scaling == 16**-0.5
+    rope = RotaryEmbedding(16, 150000.0, scaling=GPT_OSS_YARN)
+    m_q, m_k = rope(q0, k0, POSITIONS)
+    atol = tol(q0, k0, max_position=int(POSITIONS.max()), scale=a)
+    close(m_q, q, atol)
+    close(m_k, k, atol)

@@ -455,3 +455,24 @@ def test_rope_at_a_glance():
         (x0, x1), (y0, y1) = hand.get_xdata(), hand.get_ydata()
         angle = math.atan2(y1 - y0, x1 - x0) % (2 * math.pi)
         assert angle == pytest.approx((3 * 10000.0 ** (-2 * j / 16)) % (2 * math.pi), abs=1e-9)
+
+
+def test_chapter13_figures():
+    from ropelab import inv_freq
+    from ropelab.variants import mean_cos_score, partial_inv_freq, rerope_positions
+    spectra = {"RoPE": inv_freq(16), "partial": partial_inv_freq(16, 0.5)}
+    fig = plot.variant_spectra(spectra, context=100)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log" and "tokens" in ax.get_ylabel()
+    assert len(ax.get_legend().get_texts()) == 3  # two variants and the context line
+    d = torch.arange(50)
+    fig = plot.variant_decay(d, {"RoPE": mean_cos_score(d, inv_freq(16))})
+    assert "tokens" in fig.axes[0].get_xlabel()
+    fig = plot.relative_position_maps({"a": rerope_positions(8, 3), "b": rerope_positions(8, 8)})
+    assert len(fig.axes) == 3  # two heatmaps and one colour bar
+    plans = {"m": [{"rope": True, "base": 1e4}, {"rope": False, "base": None}]}
+    fig = plot.layer_plans(plans)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "RoPE, base 10,000", "no position encoding"]
+    with pytest.raises(ValueError):
+        plot.layer_plans({})
