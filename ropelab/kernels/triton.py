@@ -193,8 +193,8 @@ def _launch(out, x, cos, sin, pos, layout, r, conj, k=None, out_k=None) -> None:
     """
     x4 = _four(x)
     varies = _four(pos.unsqueeze(-1))[..., 0] if pos is not None else _four(cos)
-    still = [a for a in (0, 1, 2) if varies.stride(a) == 0
-             and (pos is not None or _four(sin).stride(a) == 0)]
+    still = [a for a in (0, 1, 2) if x4.shape[a] == 1 or (varies.stride(a) == 0
+             and (pos is not None or _four(sin).stride(a) == 0))]
     if k is not None and _qk_axis(x, k) is not None:
         still = [a for a in still if a == _qk_axis(x, k)]
     # Loop over an axis the tables do not vary along, the longest (the heads).
