@@ -147,13 +147,15 @@ def checks(label: str) -> Iterator[None]:
     n = n_exact + len(tols)
     if n == 0:
         raise ValueError(f"checks({label!r}) ran no comparison")
-    parts = []
-    if n_exact:
-        parts.append(f"{n_exact} exact" if n > 1 else "exact")
-    if tols:
-        bound = f"|Δ| ≤ {_fmt_tol(max(tols))}"
-        parts.append(f"{len(tols)} with {bound}" if n > 1 else bound)
-    detail = f"{n} comparisons: " + ", ".join(parts) if n > 1 else parts[0]
+    bound = f"|Δ| ≤ {_fmt_tol(max(tols))}" if tols else ""
+    if n == 1:
+        detail = bound or "exact"
+    elif not tols:
+        detail = f"{n} comparisons, all exact"
+    elif not n_exact:
+        detail = f"{n} comparisons, {bound}"
+    else:
+        detail = f"{n} comparisons: {n_exact} exact, {len(tols)} with {bound}"
     _report(label, detail)
 
 

@@ -47,6 +47,14 @@ def test_checks_groups_a_cell_into_one_line(capsys):
     with checks("one close"):
         check_close(1.0, 1.0, tol=1e-9)
     assert capsys.readouterr().out == "✓ one exact (exact)\n✓ one close (|Δ| ≤ 1e-09)\n"
+    with checks("all exact"):
+        check_equal(1, 1)
+        check_equal(2, 2)
+    with checks("all close"):
+        check_close(1.0, 1.0, tol=1e-9)
+        check_close(1.0, 1.0, tol=1e-6)
+    out = capsys.readouterr().out
+    assert out == "✓ all exact (2 comparisons, all exact)\n✓ all close (2 comparisons, |Δ| ≤ 1e-06)\n"
 
 
 def test_checks_fails_loudly_and_prints_nothing(capsys):
