@@ -1,4 +1,4 @@
-"""ropelab.kernels.triton: the Triton kernel against the plain formula (14_triton_kernel).
+"""ropelab.kernels.triton: the Triton kernel against the plain formula (chapter 14).
 
 Without a GPU the kernel runs in Triton's interpreter (TRITON_INTERPRET=1,
 set by tests/conftest.py before anything imports triton) on CPU tensors: the
@@ -18,10 +18,14 @@ import torch
 import ropelab
 from ropelab.rotary import rotate_half, rotate_interleaved
 
-triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'ropelab[triton]')")
+triton = pytest.importorskip(
+    "triton", reason="triton is not installed (pip install 'ropelab[triton]')"
+)
 from ropelab.kernels import triton as kt  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not kt.available(), reason="no GPU and TRITON_INTERPRET is not 1")
+pytestmark = pytest.mark.skipif(
+    not kt.available(), reason="no GPU and TRITON_INTERPRET is not 1"
+)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 LAYOUTS = ("half_split", "interleaved")
@@ -29,7 +33,7 @@ DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
 
 def reference(x, cos, sin, layout, rotary_dim=None):
-    """The plain formula x·cos + rot(x)·sin in float32 (float64 for float64 x), rounded once.
+    """The plain formula x·cos + rot(x)·sin in float32 (or float64), rounded once.
 
     Two eager torch operations per term, so no fused multiply-add: exactly
     the arithmetic the kernel does.
@@ -52,7 +56,9 @@ def assert_same(got, want):
 
 
 def tables(positions, dim, layout, dtype=torch.float32):
-    c, s = ropelab.cos_sin(torch.as_tensor(positions), ropelab.inv_freq(dim), layout=layout)
+    c, s = ropelab.cos_sin(
+        torch.as_tensor(positions), ropelab.inv_freq(dim), layout=layout
+    )
     return c.to(DEVICE, dtype), s.to(DEVICE, dtype)
 
 
@@ -65,7 +71,9 @@ def randn(*shape, dtype=torch.float32):
 def test_matches_the_formula_in_every_dtype(layout, dtype):
     torch.manual_seed(0)
     x = randn(2, 3, 5, 16, dtype=dtype)
-    c, s = tables(range(5), 16, layout, torch.float32 if dtype != torch.float64 else dtype)
+    c, s = tables(
+        range(5), 16, layout, torch.float32 if dtype != torch.float64 else dtype
+    )
     assert_same(kt.apply_rotary(x, c, s, layout=layout), reference(x, c, s, layout))
 
 
@@ -85,12 +93,14 @@ def test_every_axis_order(layout):
     torch.manual_seed(2)
     b, s_, h, d = 2, 5, 3, 8
     c, s = tables(range(s_), d, layout)
-    # (batch, seq, heads, dim) with (seq, 1, dim) tables: Meta's and flash-attention's order
+    # (batch, seq, heads, dim) with (seq, 1, dim) tables: Meta's and flash-attention's
     x = randn(b, s_, h, d)
     want = reference(x.transpose(1, 2), c, s, layout).transpose(1, 2)
     assert_same(kt.apply_rotary(x, c[:, None], s[:, None], layout=layout), want)
     # the same tensor as a transposed (batch, heads, seq, dim) view
-    assert_same(kt.apply_rotary(x.transpose(1, 2), c, s, layout=layout), want.transpose(1, 2))
+    assert_same(
+        kt.apply_rotary(x.transpose(1, 2), c, s, layout=layout), want.transpose(1, 2)
+    )
     # packed (tokens, heads, dim) with per-token (tokens, 1, dim) tables
     pos = torch.tensor([0, 1, 2, 0, 1, 0, 1, 2, 3])
     cp, sp = tables(pos, d, layout)
@@ -101,8 +111,10 @@ def test_every_axis_order(layout):
     rows = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]])
     cr, sr = tables(rows, d, layout)
     x4 = randn(b, h, s_, d)
-    assert_same(kt.apply_rotary(x4, cr[:, None], sr[:, None], layout=layout),
-                reference(x4, cr[:, None], sr[:, None], layout))
+    assert_same(
+        kt.apply_rotary(x4, cr[:, None], sr[:, None], layout=layout),
+        reference(x4, cr[:, None], sr[:, None], layout),
+    )
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -116,7 +128,9 @@ def test_strided_inputs_and_tables(layout):
     assert_same(kt.apply_rotary(x, ct, s, layout=layout), reference(x, c, s, layout))
     xs = randn(3, 16, 2).transpose(1, 2)  # channels with stride 2
     c2, s2 = tables(range(2), 16, layout)
-    assert_same(kt.apply_rotary(xs, c2, s2, layout=layout), reference(xs, c2, s2, layout))
+    assert_same(
+        kt.apply_rotary(xs, c2, s2, layout=layout), reference(xs, c2, s2, layout)
+    )
 
 
 def test_out_and_in_place():
@@ -163,7 +177,10 @@ def test_positions_offsets_and_varlen(layout):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_q_and_k_in_one_launch(layout):
     torch.manual_seed(6)
-    q, k = randn(2, 4, 5, 8), randn(2, 2, 5, 8)  # grouped-query attention: fewer k heads
+    q, k = (
+        randn(2, 4, 5, 8),
+        randn(2, 2, 5, 8),
+    )  # grouped-query attention: fewer k heads
     c, s = tables(range(5), 8, layout)
     rq, rk = kt.apply_rotary_qk(q, k, c, s, layout=layout)
     assert_same(rq, reference(q, c, s, layout))
@@ -184,13 +201,22 @@ def test_backward_is_the_rotation_by_minus_theta(layout):
     s.requires_grad_()
     fn = lambda x, c, s: kt.apply_rotary(x, c, s, layout=layout)  # noqa: E731
     assert torch.autograd.gradcheck(fn, (x, c, s))
-    q, k = randn(1, 2, 3, 4, dtype=torch.float64), randn(1, 1, 3, 4, dtype=torch.float64)
+    q, k = (
+        randn(1, 2, 3, 4, dtype=torch.float64),
+        randn(1, 1, 3, 4, dtype=torch.float64),
+    )
     q.requires_grad_()
     k.requires_grad_()
-    qk = lambda q, k: kt.apply_rotary_qk(q, k, c.detach(), s.detach(), layout=layout)  # noqa: E731
+
+    def qk(q, k):
+        return kt.apply_rotary_qk(q, k, c.detach(), s.detach(), layout=layout)
+
     assert torch.autograd.gradcheck(qk, (q, k))
     pos = torch.tensor([2, 0, 1], device=DEVICE)
-    at = lambda x: kt.apply_rotary_at(x, c.detach(), s.detach(), pos, layout=layout)  # noqa: E731
+
+    def at(x):
+        return kt.apply_rotary_at(x, c.detach(), s.detach(), pos, layout=layout)
+
     assert torch.autograd.gradcheck(at, (x,))
 
 

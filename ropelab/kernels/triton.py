@@ -1,4 +1,4 @@
-"""RoPE on the GPU in one Triton kernel: ``out = x·cos + rot(x)·sin`` (14_triton_kernel).
+"""RoPE on the GPU in one Triton kernel: ``x·cos + rot(x)·sin`` (14_triton_kernel).
 
 :func:`apply_rotary` has :func:`ropelab.apply_rotary`'s signature and
 meaning; :func:`apply_rotary_at` reads the tables at per-token positions
@@ -27,7 +27,14 @@ from torch import Tensor
 import triton
 import triton.language as tl
 
-__all__ = ["apply_rotary", "apply_rotary_at", "apply_rotary_qk", "available", "rotate_into"]
+__all__ = [
+    "apply_rotary",
+    "apply_rotary_at",
+    "apply_rotary_qk",
+    "available",
+    "requested_bytes",
+    "rotate_into",
+]
 
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 _LAYOUTS = ("half_split", "interleaved")
@@ -47,22 +54,20 @@ def _round_bf16(y):
     return half.to(tl.bfloat16, bitcast=True)
 
 
+# fmt: off
 @triton.jit
 def _rotary_kernel(
     X, COS, SIN, OUT, POS, X2, OUT2,
     n_loop, n_loop2, n_rows, rot_dim, dim,
-    sx_o, sx_l, sx_r, sx_d,
-    so_o, so_l, so_r, so_d,
-    sc_o, sc_r, sc_d,
-    ss_o, ss_r, ss_d,
-    sp_o, sp_r,
-    sy_o, sy_l, sy_r, sy_d,
-    sz_o, sz_l, sz_r, sz_d,
+    sx_o, sx_l, sx_r, sx_d, so_o, so_l, so_r, so_d,  # x, out: outer, loop, row, channel
+    sc_o, sc_r, sc_d, ss_o, ss_r, ss_d,  # cos, sin: (outer, row, channel)
+    sp_o, sp_r,  # positions: (outer, row)
+    sy_o, sy_l, sy_r, sy_d, sz_o, sz_l, sz_r, sz_d,  # x2 (the keys), out2
     INTERLEAVED: tl.constexpr, CONJ: tl.constexpr, HAS_POS: tl.constexpr,
-    HAS_X2: tl.constexpr, WIDE64: tl.constexpr, BF16: tl.constexpr, BLOCK_R: tl.constexpr,
-    BLOCK_D: tl.constexpr,
+    HAS_X2: tl.constexpr, WIDE64: tl.constexpr, BF16: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
-    """Rows [BLOCK_R block] of outer index o, for every index of the looped axis.
+    """A block of BLOCK_R rows of outer index o, for every index of the looped axis.
 
     Reads the cos/sin rows once, then rotates x (and x2, the keys, when
     HAS_X2) for each index of the looped axis (the heads).
@@ -103,35 +108,34 @@ def _rotary_kernel(
         s = -s  # the rotation by -θ: the backward pass
     s = tl.where(minus[None, :], -s, s)  # rot(x) = (-x_partner, x_partner) in each pair
 
+    _rotate_heads(X, OUT, n_loop, o, rows, d, partner, rotated, m_all, m_rot, c, s,
+                  sx_o, sx_l, sx_r, sx_d, so_o, so_l, so_r, so_d, BF16)
+    if HAS_X2:  # the keys, with the same tables
+        _rotate_heads(X2, OUT2, n_loop2, o, rows, d, partner, rotated, m_all, m_rot,
+                      c, s, sy_o, sy_l, sy_r, sy_d, sz_o, sz_l, sz_r, sz_d, BF16)
+
+
+@triton.jit
+def _rotate_heads(
+    X, OUT, n_loop, o, rows, d, partner, rotated, m_all, m_rot, c, s,
+    sx_o, sx_l, sx_r, sx_d, so_o, so_l, so_r, so_d, BF16: tl.constexpr,
+):
+    """For each head h: load the rows and their pair-swapped copy, rotate, store."""
     for h in range(n_loop):
         xb = X + o * sx_o + h * sx_l + rows[:, None] * sx_r
         x = tl.load(xb + d[None, :] * sx_d, mask=m_all, other=0.0)
         xp = tl.load(xb + partner[None, :] * sx_d, mask=m_rot, other=0.0)
-        if WIDE64:
-            y = tl.where(rotated[None, :], x.to(tl.float64) * c + xp.to(tl.float64) * s, x)
-        else:
-            y = tl.where(rotated[None, :], x.to(tl.float32) * c + xp.to(tl.float32) * s, x)
-        ob = OUT + o * so_o + h * so_l + rows[:, None] * so_r
+        y = x.to(c.dtype) * c + xp.to(c.dtype) * s  # the rotation, float32 or wider
+        y = tl.where(rotated[None, :], y, x)  # channels past rot_dim: copied
         if BF16:
             y = _round_bf16(y)
+        ob = OUT + o * so_o + h * so_l + rows[:, None] * so_r
         tl.store(ob + d[None, :] * so_d, y.to(OUT.dtype.element_ty), mask=m_all)
-    if HAS_X2:
-        for h in range(n_loop2):
-            xb = X2 + o * sy_o + h * sy_l + rows[:, None] * sy_r
-            x = tl.load(xb + d[None, :] * sy_d, mask=m_all, other=0.0)
-            xp = tl.load(xb + partner[None, :] * sy_d, mask=m_rot, other=0.0)
-            if WIDE64:
-                y = tl.where(rotated[None, :], x.to(tl.float64) * c + xp.to(tl.float64) * s, x)
-            else:
-                y = tl.where(rotated[None, :], x.to(tl.float32) * c + xp.to(tl.float32) * s, x)
-            ob = OUT2 + o * sz_o + h * sz_l + rows[:, None] * sz_r
-            if BF16:
-                y = _round_bf16(y)
-            tl.store(ob + d[None, :] * sz_d, y.to(OUT2.dtype.element_ty), mask=m_all)
+# fmt: on
 
 
 def available() -> bool:
-    """True when Triton can run the kernel here: on a CUDA GPU, or under ``TRITON_INTERPRET=1``."""
+    """True when Triton can run the kernel: on a CUDA GPU or with TRITON_INTERPRET=1."""
     import os
 
     return os.environ.get("TRITON_INTERPRET") == "1" or torch.cuda.is_available()
@@ -141,15 +145,21 @@ def _check(x: Tensor, layout: str, rotary_dim: int | None, out: Tensor | None) -
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a tensor, got {type(x).__name__}")
     if x.dtype not in _DTYPES:
-        raise TypeError(f"x must be float32, float64, bfloat16 or float16, got {x.dtype}")
+        raise TypeError(f"x must be float32/64, bfloat16 or float16, got {x.dtype}")
     if x.dim() < 2 or x.dim() > 4:
-        raise ValueError(f"x must have 2 to 4 axes, (..., seq, dim), got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"x must have 2 to 4 axes (..., seq, dim), got {tuple(x.shape)}"
+        )
     if layout not in _LAYOUTS:
-        raise ValueError(f"layout must be 'half_split' or 'interleaved', got {layout!r}")
+        raise ValueError(
+            f"layout must be 'half_split' or 'interleaved', not {layout!r}"
+        )
     dim = x.shape[-1]
     r = dim if rotary_dim is None else rotary_dim
     if isinstance(r, bool) or not isinstance(r, int) or r < 2 or r % 2 or r > dim:
-        raise ValueError(f"rotary_dim must be an even int in [2, {dim}], got {rotary_dim!r}")
+        raise ValueError(
+            f"rotary_dim must be an even int in [2, {dim}], got {rotary_dim!r}"
+        )
     if out is not None:
         if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
             raise ValueError(
@@ -160,19 +170,21 @@ def _check(x: Tensor, layout: str, rotary_dim: int | None, out: Tensor | None) -
 
 
 def _tables(x: Tensor, cos: Tensor, sin: Tensor, r: int) -> tuple[Tensor, Tensor]:
-    """cos and sin expanded (strides 0, no copy) to x's shape over the first r channels."""
+    """cos and sin expanded (strides 0, no copy) to x's shape over r channels."""
     for name, t in (("cos", cos), ("sin", sin)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
         if t.device != x.device:
             raise ValueError(f"{name} is on {t.device} but x is on {x.device}")
         if t.shape[-1] != r:
-            raise ValueError(f"{name} must have rotary_dim = {r} channels, got shape {tuple(t.shape)}")
+            raise ValueError(
+                f"{name} must have rotary_dim = {r} channels, got {tuple(t.shape)}"
+            )
         try:
             torch.broadcast_shapes(t.shape, (*x.shape[:-1], r))
         except RuntimeError:
             raise ValueError(
-                f"{name} of shape {tuple(t.shape)} does not broadcast against x {tuple(x.shape)}"
+                f"{name} {tuple(t.shape)} does not broadcast against x {tuple(x.shape)}"
             ) from None
     shape = (*x.shape[:-1], r)
     return cos.expand(shape), sin.expand(shape)
@@ -183,8 +195,10 @@ def _four(t: Tensor) -> Tensor:
     return t.reshape((1,) * (4 - t.dim()) + tuple(t.shape)) if t.dim() < 4 else t
 
 
-def _launch(out, x, cos, sin, pos, layout, r, conj, k=None, out_k=None) -> None:
-    """Run the kernel on 4-axis views (outer, looped, rows, channels) of x, out (and k, out_k).
+def _launch(
+    out, x, cos, sin, pos, layout, r, conj, k=None, out_k=None, kernel=None
+) -> None:
+    """Run the kernel on 4-axis views (outer, looped, rows, channels) of x, out, k.
 
     Without ``pos``, cos and sin are expanded to x's shape over r channels;
     with ``pos`` (positions expanded to x's token axes) they are
@@ -193,21 +207,33 @@ def _launch(out, x, cos, sin, pos, layout, r, conj, k=None, out_k=None) -> None:
     """
     x4 = _four(x)
     varies = _four(pos.unsqueeze(-1))[..., 0] if pos is not None else _four(cos)
-    still = [a for a in (0, 1, 2) if x4.shape[a] == 1 or (varies.stride(a) == 0
-             and (pos is not None or _four(sin).stride(a) == 0))]
+    still = [
+        a
+        for a in (0, 1, 2)
+        if x4.shape[a] == 1
+        or (varies.stride(a) == 0 and (pos is not None or _four(sin).stride(a) == 0))
+    ]
     if k is not None and _qk_axis(x, k) is not None:
         still = [a for a in still if a == _qk_axis(x, k)]
     # Loop over an axis the tables do not vary along, the longest (the heads).
     loop = max(still, key=lambda a: x4.shape[a], default=None)
     if loop is None:  # the tables vary along every axis: one launch per index of axis 0
         if k is not None:
-            raise ValueError("q and k in one launch need tables shared across the heads")
+            raise ValueError(
+                "q and k in one launch need tables shared across the heads"
+            )
         for i in range(x4.shape[0]):
-            sub = (lambda t: None if t is None else _four(t)[i])
-            _launch(sub(out), sub(x), cos if pos is not None else sub(cos),
-                    sin if pos is not None else sub(sin),
-                    None if pos is None else _four(pos.unsqueeze(-1))[i][..., 0],
-                    layout, r, conj)
+            sub = lambda t: None if t is None else _four(t)[i]
+            _launch(
+                sub(out),
+                sub(x),
+                cos if pos is not None else sub(cos),
+                sin if pos is not None else sub(sin),
+                None if pos is None else _four(pos.unsqueeze(-1))[i][..., 0],
+                layout,
+                r,
+                conj,
+            )
         return
     outer, rows = sorted((a for a in (0, 1, 2) if a != loop), key=lambda a: x4.shape[a])
     perm = (outer, loop, rows, 3)
@@ -232,19 +258,41 @@ def _launch(out, x, cos, sin, pos, layout, r, conj, k=None, out_k=None) -> None:
     block_d = triton.next_power_of_2(dim)
     block_r = max(1, min(triton.next_power_of_2(n_rows), max(1, 4096 // block_d), 64))
     grid = (n_outer, triton.cdiv(n_rows, block_r))
-    _rotary_kernel[grid](
-        x4, c4, s4, o4, p3, k4, ok4,
-        n_loop, n_loop2, n_rows, r, dim,
-        *x4.stride(), *o4.stride(), *sc, *ss, *sp, *sk, *sok,
-        INTERLEAVED=layout == "interleaved", CONJ=conj, HAS_POS=pos is not None,
-        HAS_X2=k is not None, WIDE64=x.dtype == torch.float64,
-        BF16=x.dtype == torch.bfloat16, BLOCK_R=block_r,
+    (kernel or _rotary_kernel)[grid](
+        x4,
+        c4,
+        s4,
+        o4,
+        p3,
+        k4,
+        ok4,
+        n_loop,
+        n_loop2,
+        n_rows,
+        r,
+        dim,
+        *x4.stride(),
+        *o4.stride(),
+        *sc,
+        *ss,
+        *sp,
+        *sk,
+        *sok,
+        INTERLEAVED=layout == "interleaved",
+        CONJ=conj,
+        HAS_POS=pos is not None,
+        HAS_X2=k is not None,
+        WIDE64=x.dtype == torch.float64,
+        BF16=x.dtype == torch.bfloat16,
+        BLOCK_R=block_r,
         BLOCK_D=block_d,
+        # no fused multiply-adds: the same two roundings as the plain formula
+        enable_fp_fusion=False,
     )
 
 
 def _qk_axis(q: Tensor, k: Tensor) -> int | None:
-    """The one leading axis (of the 4-axis views) along which q and k may differ: the heads."""
+    """The one leading axis (of the 4-axis views) where q and k differ: the heads."""
     q4, k4 = _four(q), _four(k)
     diff = [a for a in (0, 1, 2) if q4.shape[a] != k4.shape[a]]
     return diff[0] if len(diff) == 1 else None
@@ -279,7 +327,7 @@ def _overlaps(a: Tensor, b: Tensor) -> bool:
 
 
 class _Rotate(torch.autograd.Function):
-    """y = x·cos + rot(x)·sin (and the same for k); the backward pass rotates by −θ."""
+    """y = x·cos + rot(x)·sin (and for k); the backward pass rotates by −θ."""
 
     @staticmethod
     def forward(ctx, x, k, cos, sin, pos, layout, r, out):
@@ -300,7 +348,18 @@ class _Rotate(torch.autograd.Function):
             if grad_k is not None:
                 gk = torch.empty_like(grad_k)
                 grad_k = grad_k.contiguous()
-            _launch(gx, grad.contiguous(), cos, sin, pos, ctx.layout, ctx.r, True, grad_k, gk)
+            _launch(
+                gx,
+                grad.contiguous(),
+                cos,
+                sin,
+                pos,
+                ctx.layout,
+                ctx.r,
+                True,
+                grad_k,
+                gk,
+            )
         if ctx.needs_input_grad[2] or ctx.needs_input_grad[3]:
             from ..rotary import rotate_half, rotate_interleaved
 
@@ -314,14 +373,20 @@ class _Rotate(torch.autograd.Function):
 
 
 def _run(x, cos, sin, pos, layout, r, out):
-    """The kernel through autograd, or straight into ``out`` (which autograd cannot track)."""
+    """The kernel through autograd, or straight into ``out`` (no autograd)."""
     if out is None:
         return _Rotate.apply(x, None, cos, sin, pos, layout, r, None)
     in_place = out.data_ptr() == x.data_ptr() and out.stride() == x.stride()
     if not in_place and _overlaps(out, x):
-        raise ValueError("out overlaps x without being x itself: pass out=x or a separate buffer")
-    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
-        raise ValueError("out= does not support autograd: call without out to differentiate")
+        raise ValueError(
+            "out overlaps x without being x itself: pass out=x or a separate buffer"
+        )
+    if torch.is_grad_enabled() and (
+        x.requires_grad or cos.requires_grad or sin.requires_grad
+    ):
+        raise ValueError(
+            "out= does not support autograd: call without out to differentiate"
+        )
     _launch(out, x, cos, sin, pos, layout, r, False)
     return out
 
@@ -335,7 +400,7 @@ def apply_rotary(
     rotary_dim: int | None = None,
     out: Tensor | None = None,
 ) -> Tensor:
-    """RoPE in one Triton launch: ``x·cos + rot(x)·sin`` on the first ``rotary_dim`` channels.
+    """RoPE in one Triton launch: ``x·cos + rot(x)·sin`` on ``rotary_dim`` channels.
 
     Same semantics as :func:`ropelab.apply_rotary` (eq. ``rot-apply``): the
     channels past ``rotary_dim`` are copied unchanged; ``out`` may be ``x``
@@ -363,16 +428,26 @@ def apply_rotary(
     return _run(x, cos, sin, None, layout, r, out)
 
 
-def _check_positions(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor, r: int) -> Tensor:
+def _check_positions(
+    x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor, r: int
+) -> Tensor:
     for name, t in (("cos", cos), ("sin", sin)):
         if not isinstance(t, Tensor) or t.dim() != 2 or t.shape[1] != r:
             got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
             raise ValueError(f"{name} must be a (n_positions, {r}) table, got {got}")
         if t.device != x.device:
             raise ValueError(f"{name} is on {t.device} but x is on {x.device}")
-    if not isinstance(positions, Tensor) or positions.dtype.is_floating_point \
-            or positions.dtype.is_complex or positions.dtype == torch.bool:
-        got = positions.dtype if isinstance(positions, Tensor) else type(positions).__name__
+    if (
+        not isinstance(positions, Tensor)
+        or positions.dtype.is_floating_point
+        or positions.dtype.is_complex
+        or positions.dtype == torch.bool
+    ):
+        got = (
+            positions.dtype
+            if isinstance(positions, Tensor)
+            else type(positions).__name__
+        )
         raise TypeError(f"positions must be an integer tensor, got {got}")
     if positions.device != x.device:
         raise ValueError(f"positions are on {positions.device} but x is on {x.device}")
@@ -384,7 +459,9 @@ def _check_positions(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor, r: 
             f"x's token axes {tuple(x.shape[:-1])}"
         ) from None
     if pos.numel() and (int(pos.min()) < 0 or int(pos.max()) >= cos.shape[0]):
-        raise ValueError(f"positions must lie in [0, {cos.shape[0]}), the rows of the tables")
+        raise ValueError(
+            f"positions must lie in [0, {cos.shape[0]}), the rows of the tables"
+        )
     return pos
 
 
@@ -398,7 +475,7 @@ def apply_rotary_at(
     rotary_dim: int | None = None,
     out: Tensor | None = None,
 ) -> Tensor:
-    """RoPE with the tables read at per-token positions, in one launch (14_triton_kernel).
+    """RoPE with tables read at per-token positions, in one launch (14_triton_kernel).
 
     For decoding with offsets, left padding (positions from
     :func:`ropelab.positions_from_mask`) and packed or variable-length
@@ -447,10 +524,16 @@ def apply_rotary_qk(
     """
     r = _check(q, layout, rotary_dim, None)
     _check(k, layout, rotary_dim, None)
-    if k.dtype != q.dtype or k.device != q.device or k.dim() != q.dim() \
-            or k.shape[-1] != q.shape[-1] or (k.shape != q.shape and _qk_axis(q, k) is None):
+    if (
+        k.dtype != q.dtype
+        or k.device != q.device
+        or k.dim() != q.dim()
+        or k.shape[-1] != q.shape[-1]
+        or (k.shape != q.shape and _qk_axis(q, k) is None)
+    ):
         raise ValueError(
-            f"k must be like q except for its number of heads: q {tuple(q.shape)} {q.dtype}, "
+            f"k must be like q except for its number of heads: q {tuple(q.shape)} "
+            f"{q.dtype}, "
             f"k {tuple(k.shape)} {k.dtype}"
         )
     cos_q, sin_q = _tables(q, cos, sin, r)
@@ -458,13 +541,15 @@ def apply_rotary_qk(
 
 
 def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> bool:
-    """The dispatch's hook: rotate ``x`` into ``out`` with the kernel; False if it does not apply.
+    """The dispatch's hook: rotate x into out; False if the kernel does not apply.
 
     It applies to CUDA tensors of a supported dtype with 2 to 4 axes and
     full-width tables that broadcast against x, as :func:`ropelab.apply_rotary`
     passes them. No autograd: the caller handles it.
     """
-    if not (x.is_cuda and x.dtype in _DTYPES and 2 <= x.dim() <= 4 and x.shape[-1] % 2 == 0):
+    if not (
+        x.is_cuda and x.dtype in _DTYPES and 2 <= x.dim() <= 4 and x.shape[-1] % 2 == 0
+    ):
         return False
     r = x.shape[-1]
     try:
@@ -473,3 +558,59 @@ def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -
         return False
     _launch(out, x, cos, sin, None, layout, r, False)
     return True
+
+
+def requested_bytes(
+    x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half_split"
+) -> dict:
+    """Bytes the kernel's loads and stores request, per tensor, counted as it runs.
+
+    Runs the kernel in Triton's interpreter on CPU copies of the inputs (on
+    any machine, GPU or not) with its load and store operations wrapped, and
+    adds up the bytes of every element a load or store touches (masked-off
+    lanes excluded). These are the bytes the program *asks* for; on a GPU a
+    repeated load of the same row (the partner load) is served by the cache,
+    so DRAM traffic can be lower.
+
+    Returns:
+        ``{"x": …, "cos": …, "sin": …, "out": …}`` in bytes (ints).
+    """
+    from triton.runtime import interpreter as interp
+
+    x = x.detach().cpu()
+    r = _check(x, layout, None, None)
+    cos, sin = _tables(x, cos.detach().cpu(), sin.detach().cpu(), r)
+    out = torch.empty_like(x)
+    spans = {
+        name: (t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes())
+        for name, t in (("x", x), ("cos", cos), ("sin", sin), ("out", out))
+    }
+    counts = dict.fromkeys(spans, 0)
+
+    def tally(ptrs, mask):
+        size = ptrs.get_element_ty().primitive_bitwidth // 8
+        addr = ptrs.data[mask.data]
+        for name, (lo, hi) in spans.items():
+            counts[name] += int(((addr >= lo) & (addr < hi)).sum()) * size
+
+    builder = interp.interpreter_builder
+    load, store = builder.create_masked_load, builder.create_masked_store
+
+    def counted_load(ptrs, mask, other, *args):
+        tally(ptrs, mask)
+        return load(ptrs, mask, other, *args)
+
+    def counted_store(ptrs, value, mask, *args):
+        tally(ptrs, mask)
+        return store(ptrs, value, mask, *args)
+
+    kernel = interp.InterpretedFunction(getattr(_rotary_kernel, "fn", _rotary_kernel))
+    builder.create_masked_load, builder.create_masked_store = (
+        counted_load,
+        counted_store,
+    )
+    try:
+        _launch(out, x, cos, sin, None, layout, r, False, kernel=kernel)
+    finally:
+        builder.create_masked_load, builder.create_masked_store = load, store
+    return counts
