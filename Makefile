@@ -19,6 +19,10 @@ PYTEST_ARGS ?=
 
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
+# Triton (about 1 GB) is for the tests only: they run the GPU kernel in its
+# interpreter on the CPU. `make book` and the package do without it.
+TRITON ?= triton==3.9.*
+TRITON_STAMP = $(VENV)/.triton-installed
 TORCH_WANTED = $(VENV)/.torch-wanted
 TORCH_INSTALLED = $(VENV)/.torch-installed
 MATHJAX = book/_static/mathjax
@@ -68,8 +72,12 @@ book: html
 # nbval (book/), and the render check of the built HTML in headless Chromium
 # (tests/test_render.py, which needs the build, hence `html` first).
 # pytest exits non-zero when a test fails and also when none was collected (5).
-test: html
+test: html $(TRITON_STAMP)
 	$(BIN)/python -m pytest tests book $(PYTEST_ARGS)
+
+$(TRITON_STAMP): $(STAMP)
+	$(BIN)/python -m pip install "$(TRITON)"
+	touch $@
 
 # Jupyter refuses to run as root unless told to (containers, CI images).
 lab: $(STAMP)
