@@ -38,6 +38,9 @@ def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -
     x goes through in blocks of rows that stay in cache between those steps.
     """
     h = x.shape[-1] // 2
+    if getattr(torch.compiler, "is_compiling", lambda: False)():
+        _mul_fma(out, x, cos, sin, layout, h)  # torch.compile fuses it; views and blocks are
+        return  # for eager mode (and storage offsets cannot be traced)
     if layout == "interleaved" and _complex_view_ok(x) and _complex_view_ok(out):
         wide_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
         phasor = torch.complex(cos[..., 0::2].to(wide_dtype), sin[..., 0::2].to(wide_dtype))

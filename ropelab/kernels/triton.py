@@ -97,15 +97,19 @@ def _rotary_kernel(
         c_rows = o * sc_o + rows * sc_r
         s_rows = o * ss_o + rows * ss_r
     c = tl.load(COS + c_rows[:, None] + d[None, :] * sc_d, mask=m_rot, other=0.0)
-    s = tl.load(SIN + s_rows[:, None] + d[None, :] * ss_d, mask=m_rot, other=0.0)
+    if CONJ:  # the backward pass: the transpose takes -s of the partner channel
+        s_cols = partner
+    else:
+        s_cols = d
+    s = tl.load(SIN + s_rows[:, None] + s_cols[None, :] * ss_d, mask=m_rot, other=0.0)
+    if CONJ:
+        s = -s
     if WIDE64:
         c = c.to(tl.float64)
         s = s.to(tl.float64)
     else:
         c = c.to(tl.float32)
         s = s.to(tl.float32)
-    if CONJ:
-        s = -s  # the rotation by -θ: the backward pass
     s = tl.where(minus[None, :], -s, s)  # rot(x) = (-x_partner, x_partner) in each pair
 
     _rotate_heads(X, OUT, n_loop, o, rows, d, partner, rotated, m_all, m_rot, c, s,
