@@ -21,8 +21,11 @@ tensors when ``TRITON_INTERPRET=1`` is set before this module is imported.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 import triton
 import triton.language as tl
@@ -58,7 +61,7 @@ def _round_bf16(y):
 @triton.jit
 def _rotary_kernel(
     X, COS, SIN, OUT, POS, X2, OUT2,
-    n_loop, n_loop2, n_rows, rot_dim, dim,
+    n_loop, n_loop2, per_prog, per_prog2, n_rows, rot_dim, dim,
     sx_o, sx_l, sx_r, sx_d, so_o, so_l, so_r, so_d,  # x, out: outer, loop, row, channel
     sc_o, sc_r, sc_d, ss_o, ss_r, ss_d,  # cos, sin: (outer, row, channel)
     sp_o, sp_r,  # positions: (outer, row)
@@ -67,12 +70,14 @@ def _rotary_kernel(
     HAS_X2: tl.constexpr, WIDE64: tl.constexpr, BF16: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
-    """A block of BLOCK_R rows of outer index o, for every index of the looped axis.
+    """A block of BLOCK_R rows of outer index o, for a group of the looped axis.
 
     Reads the cos/sin rows once, then rotates x (and x2, the keys, when
-    HAS_X2) for each index of the looped axis (the heads).
+    HAS_X2) for each index of its group of the looped axis (the heads):
+    ``per_prog`` of them, from ``program_id(2) * per_prog``.
     """
     o = tl.program_id(0).to(tl.int64)
+    group = tl.program_id(2)
     rows = tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
     d = tl.arange(0, BLOCK_D)
     in_row = rows < n_rows
@@ -112,20 +117,26 @@ def _rotary_kernel(
         s = s.to(tl.float32)
     s = tl.where(minus[None, :], -s, s)  # rot(x) = (-x_partner, x_partner) in each pair
 
-    _rotate_heads(X, OUT, n_loop, o, rows, d, partner, rotated, m_all, m_rot, c, s,
+    first = group * per_prog
+    _rotate_heads(X, OUT, first, tl.minimum(first + per_prog, n_loop), o, rows, d,
+                  partner, rotated, m_all, m_rot, c, s,
                   sx_o, sx_l, sx_r, sx_d, so_o, so_l, so_r, so_d, BF16)
     if HAS_X2:  # the keys, with the same tables
-        _rotate_heads(X2, OUT2, n_loop2, o, rows, d, partner, rotated, m_all, m_rot,
-                      c, s, sy_o, sy_l, sy_r, sy_d, sz_o, sz_l, sz_r, sz_d, BF16)
+        first2 = group * per_prog2
+        _rotate_heads(X2, OUT2, first2, tl.minimum(first2 + per_prog2, n_loop2), o,
+                      rows, d, partner, rotated, m_all, m_rot, c, s,
+                      sy_o, sy_l, sy_r, sy_d, sz_o, sz_l, sz_r, sz_d, BF16)
 
 
 @triton.jit
 def _rotate_heads(
-    X, OUT, n_loop, o, rows, d, partner, rotated, m_all, m_rot, c, s,
+    X, OUT, first, last, o, rows, d, partner, rotated, m_all, m_rot, c, s,
     sx_o, sx_l, sx_r, sx_d, so_o, so_l, so_r, so_d, BF16: tl.constexpr,
 ):
-    """For each head h: load the rows and their pair-swapped copy, rotate, store."""
-    for h in range(n_loop):
+    """For each head h in [first, last): load the rows and their pair-swapped copy,
+    rotate, store."""
+    for head in range(first, last):
+        h = o * 0 + head  # int64 (o is), so h * stride cannot overflow int32
         xb = X + o * sx_o + h * sx_l + rows[:, None] * sx_r
         x = tl.load(xb + d[None, :] * sx_d, mask=m_all, other=0.0)
         xp = tl.load(xb + partner[None, :] * sx_d, mask=m_rot, other=0.0)
@@ -260,38 +271,46 @@ def _launch(
     else:
         k4, ok4, n_loop2, sk, sok = x4, o4, 0, (0,) * 4, (0,) * 4
     block_d = triton.next_power_of_2(dim)
+    # A tile of at most 4,096 elements (BLOCK_R rows of BLOCK_D channels) keeps
+    # x, its partner copy and the tables in registers with the default 4 warps.
     block_r = max(1, min(triton.next_power_of_2(n_rows), max(1, 4096 // block_d), 64))
-    grid = (n_outer, triton.cdiv(n_rows, block_r))
-    (kernel or _rotary_kernel)[grid](
-        x4,
-        c4,
-        s4,
-        o4,
-        p3,
-        k4,
-        ok4,
-        n_loop,
-        n_loop2,
-        n_rows,
-        r,
-        dim,
-        *x4.stride(),
-        *o4.stride(),
-        *sc,
-        *ss,
-        *sp,
-        *sk,
-        *sok,
-        INTERLEAVED=layout == "interleaved",
-        CONJ=conj,
-        HAS_POS=pos is not None,
-        HAS_X2=k is not None,
-        WIDE64=x.dtype == torch.float64,
-        BF16=x.dtype == torch.bfloat16,
-        BLOCK_R=block_r,
-        BLOCK_D=block_d,
-        # no fused multiply-adds: the same two roundings as the plain formula
-        enable_fp_fusion=False,
+    row_blocks = triton.cdiv(n_rows, block_r)
+    groups = _head_groups(x, n_outer * row_blocks, max(n_loop, n_loop2))
+    per_prog = triton.cdiv(n_loop, groups)
+    per_prog2 = triton.cdiv(n_loop2, groups)
+    grid = (n_outer, row_blocks, groups)
+    guard = torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
+    with guard:
+        _run_kernel(kernel or _rotary_kernel, grid, (
+            x4, c4, s4, o4, p3, k4, ok4,
+            n_loop, n_loop2, per_prog, per_prog2, n_rows, r, dim,
+            *x4.stride(), *o4.stride(), *sc, *ss, *sp, *sk, *sok,
+        ), layout, conj, pos is not None, k is not None, x.dtype, block_r, block_d)
+
+
+def _head_groups(x: Tensor, programs: int, heads: int) -> int:
+    """How many groups to split the heads into: enough programs to fill a GPU.
+
+    Each group re-reads the tables, so heads are grouped only when the other
+    grid axes give fewer than about four programs per multiprocessor (a
+    decoding step, a short sequence). On the CPU (Triton's interpreter,
+    which runs programs one after another) there is one group.
+    """
+    if not x.is_cuda or heads <= 1:
+        return 1
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    return max(1, min(heads, triton.cdiv(4 * sms, programs)))
+
+
+def _run_kernel(kernel, grid, args, layout, conj, has_pos, has_x2, dtype, block_r,
+                block_d) -> None:
+    """Launch ``kernel`` on ``grid`` with its arguments and compile-time constants."""
+    kernel[grid](
+        *args,
+        INTERLEAVED=layout == "interleaved", CONJ=conj, HAS_POS=has_pos,
+        HAS_X2=has_x2, WIDE64=dtype == torch.float64, BF16=dtype == torch.bfloat16,
+        BLOCK_R=block_r, BLOCK_D=block_d,
+        enable_fp_fusion=False,  # no fused multiply-adds: the plain formula's roundings
     )
 
 
@@ -338,42 +357,59 @@ class _Rotate(torch.autograd.Function):
         out = torch.empty_like(x)
         out_k = None if k is None else torch.empty_like(k)
         _launch(out, x, cos, sin, pos, layout, r, False, k, out_k)
-        keep = cos.requires_grad or sin.requires_grad
-        ctx.save_for_backward(x if keep else None, cos, sin, pos)
+        tables = cos.requires_grad or sin.requires_grad
+        keep = (x, k) if tables else (None, None)
+        ctx.save_for_backward(*keep, cos, sin, pos)
         ctx.layout, ctx.r = layout, r
         return out if k is None else (out, out_k)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad, grad_k=None):
-        x, cos, sin, pos = ctx.saved_tensors
+        x, k, cos, sin, pos = ctx.saved_tensors
         gx = gk = gc = gs = None
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
             gx = torch.empty_like(grad)
             if grad_k is not None:
                 gk = torch.empty_like(grad_k)
                 grad_k = grad_k.contiguous()
-            _launch(
-                gx,
-                grad.contiguous(),
-                cos,
-                sin,
-                pos,
-                ctx.layout,
-                ctx.r,
-                True,
-                grad_k,
-                gk,
-            )
+            _launch(gx, grad.contiguous(), cos, sin, pos, ctx.layout, ctx.r, True,
+                    grad_k, gk)
         if ctx.needs_input_grad[2] or ctx.needs_input_grad[3]:
-            from ..rotary import rotate_half, rotate_interleaved
-
-            rot = rotate_half if ctx.layout == "half_split" else rotate_interleaved
-            g, xr = grad[..., : ctx.r], x[..., : ctx.r]
+            pairs = [(grad, x)] + ([(grad_k, k)] if grad_k is not None else [])
             if ctx.needs_input_grad[2]:
-                gc = (g * xr).sum_to_size(cos.shape)
+                gc = _table_grad(pairs, cos, pos, ctx.r, None)
             if ctx.needs_input_grad[3]:
-                gs = (g * rot(xr)).sum_to_size(sin.shape)
+                gs = _table_grad(pairs, sin, pos, ctx.r, ctx.layout)
         return gx, gk, gc, gs, None, None, None, None
+
+
+def _table_grad(pairs, table: Tensor, pos: Tensor | None, r: int, layout: str | None):
+    """Σ g·x (cos, layout None) or Σ g·rot(x) (sin) over the rows reading an entry.
+
+    Without positions the table was broadcast, so the sum runs over the
+    broadcast axes; with positions, token t read row ``pos[t]``, so its
+    share is added to that row.
+    """
+    from ..rotary import rotate_half, rotate_interleaved
+
+    total = torch.zeros(table.shape, dtype=table.dtype, device=table.device)
+    for g, x in pairs:
+        xr = x[..., :r]
+        if layout is not None:
+            xr = (rotate_half if layout == "half_split" else rotate_interleaved)(xr)
+        prod = g[..., :r] * xr
+        if pos is None and prod.shape == total.shape:
+            total = total + prod
+        elif pos is None:
+            # the keys have fewer heads than the (expanded) table: their share goes
+            # into one head's slice, which autograd sums with the others
+            sizes = enumerate(zip(prod.shape, total.shape))
+            a = next(i for i, (m, n) in sizes if m != n)
+            total.narrow(a, 0, 1).add_(prod.sum(a, keepdim=True))
+        else:  # only q (x) reads the tables at positions
+            total.index_add_(0, pos.reshape(-1), prod.reshape(-1, r).to(table.dtype))
+    return total
 
 
 def _run(x, cos, sin, pos, layout, r, out):
@@ -608,13 +644,22 @@ def requested_bytes(
         tally(ptrs, mask)
         return store(ptrs, value, mask, *args)
 
-    kernel = interp.InterpretedFunction(getattr(_rotary_kernel, "fn", _rotary_kernel))
-    builder.create_masked_load, builder.create_masked_store = (
-        counted_load,
-        counted_store,
-    )
+    # Interpreted twins of the kernel and of the jit functions it calls, so the
+    # count runs the same program whether or not TRITON_INTERPRET is set.
+    module = globals()
+    helpers = {name: module[name] for name in ("_rotate_heads", "_round_bf16")}
+
+    def twin(f):
+        if isinstance(f, interp.InterpretedFunction):
+            return f
+        return interp.InterpretedFunction(f.fn)
+
+    builder.create_masked_load = counted_load
+    builder.create_masked_store = counted_store
+    module.update({name: twin(f) for name, f in helpers.items()})
     try:
-        _launch(out, x, cos, sin, None, layout, r, False, kernel=kernel)
+        _launch(out, x, cos, sin, None, layout, r, False, kernel=twin(_rotary_kernel))
     finally:
         builder.create_masked_load, builder.create_masked_store = load, store
+        module.update(helpers)
     return counts
