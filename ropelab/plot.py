@@ -808,7 +808,7 @@ def triton_programs(n_rows: int = 16, n_heads: int = 4, block_rows: int = 4) -> 
     ax_t.set_xlim(0, n_heads)
     ax_t.set_xlabel("loads of each\ncos/sin row")
     ax_t.set_yticks([])
-    ax_t.set_title(f"1, not {n_heads}")
+    ax_t.set_title(f"once, not {n_heads}×")
     return _finish(fig, "The kernel's grid: tables read once for all heads")
 
 

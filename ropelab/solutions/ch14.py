@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import torch
+import triton
+import triton.language as tl
 from torch import Tensor
 
 from ropelab.kernels import triton as kt
@@ -24,3 +26,31 @@ def partner_sign(rotary_dim: int, layout: str) -> tuple[Tensor, Tensor]:
 def grad_x(grad: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
     """The gradient of the rotation with respect to x: grad rotated by −θ (eq. tri-grad)."""
     return kt.apply_rotary(grad, cos, -sin, layout=layout)
+
+
+@triton.jit
+def _rows_kernel(X, COS, SIN, OUT, d, BLOCK_D: tl.constexpr):
+    """One program per row of a contiguous (rows, d) tensor: half-split rotation."""
+    row = tl.program_id(0).to(tl.int64) * d
+    k = tl.arange(0, BLOCK_D)
+    half = d // 2
+    partner = tl.where(k < half, k + half, k - half)
+    sign = tl.where(k < half, -1.0, 1.0)
+    mask = k < d
+    x = tl.load(X + row + k, mask=mask, other=0.0)
+    xp = tl.load(X + row + partner, mask=mask, other=0.0)
+    c = tl.load(COS + row + k, mask=mask, other=0.0)
+    s = tl.load(SIN + row + k, mask=mask, other=0.0)
+    tl.store(OUT + row + k, x * c + xp * (sign * s), mask=mask)
+
+
+def rotate_rows(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Exercise tri-ex-kernel: a first RoPE kernel, half-split, one program per row.
+
+    Shapes: x, cos, sin contiguous ``(rows, d)`` float32; returns ``(rows, d)``.
+    """
+    out = torch.empty_like(x)
+    d = x.shape[-1]
+    block = triton.next_power_of_2(d)
+    _rows_kernel[(x.shape[0],)](x, cos, sin, out, d, BLOCK_D=block)
+    return out
