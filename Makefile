@@ -24,6 +24,10 @@ PYTEST_ARGS ?=
 
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
+# Triton (about 1 GB) is for the tests only: they run the GPU kernel in its
+# interpreter on the CPU. `make book` and the package do without it.
+TRITON ?= triton==3.9.*
+TRITON_STAMP = $(VENV)/.triton-installed
 TORCH_WANTED = $(VENV)/.torch-wanted
 TORCH_INSTALLED = $(VENV)/.torch-installed
 MATHJAX = book/_static/mathjax
@@ -112,8 +116,14 @@ unit: $(STAMP)
 # nbval (book/), and the render check of the built HTML and PDF in headless
 # Chromium (tests/test_render.py, which needs both, hence `html pdf` first).
 # pytest exits non-zero when a test fails and also when none was collected (5).
-test: html pdf
+test: html pdf $(TRITON_STAMP)
 	$(BIN)/python -m pytest tests book $(NBVAL) $(PYTEST_ARGS)
+
+# A Triton that is already importable (a CUDA torch brings its own, matched to
+# it) is kept; otherwise the pinned one is installed.
+$(TRITON_STAMP): $(STAMP)
+	$(BIN)/python -c "import triton" 2>/dev/null || $(BIN)/python -m pip install "$(TRITON)"
+	touch $@
 
 # Jupyter refuses to run as root unless told to (containers, CI images).
 lab: $(STAMP)

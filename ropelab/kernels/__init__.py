@@ -1,9 +1,10 @@
 """The fast paths behind :func:`ropelab.apply_rotary` (09_performance).
 
 :func:`rotate` is the one dispatch: it computes ``x·cos + rot(x)·sin`` with
-the fused CPU kernel (:mod:`ropelab.kernels.cpu`) where it applies, else with
-the torch path (:mod:`ropelab.kernels.torch_path`), into ``out`` when given
-(:func:`rotate_into`). When autograd records, the backward pass goes through
+the Triton kernel on a CUDA GPU when Triton is installed
+(:mod:`ropelab.kernels.triton`, chapter 14), the fused CPU kernel
+(:mod:`ropelab.kernels.cpu`) on the CPU, else the torch path
+(:mod:`ropelab.kernels.torch_path`), into ``out`` if given (:func:`rotate_into`). When autograd records, the backward pass goes through
 the same dispatch: the transpose of a rotation by θ is the rotation by −θ.
 :func:`kernel_status` says whether the CPU kernel is in use here.
 """
@@ -51,13 +52,28 @@ def rotate_into(
     On the CPU this is one pass of the fused C kernel: bit-identical to the
     plain formula in float32 and float64, and in bfloat16 and float16 the
     float32 formula with its result rounded to the 16-bit type (09_performance).
-    Elsewhere (a GPU, no C compiler, ``native=False``, or while torch traces
-    the call) it is ``ropelab.kernels.torch_path.rotate_into``.
+    On a CUDA GPU with Triton installed it is one launch of the Triton
+    kernel, which computes the same float32 formula. Elsewhere (no C
+    compiler or no Triton, ``native=False``, or while torch traces the call)
+    it is ``ropelab.kernels.torch_path.rotate_into``.
     """
     # while torch traces (torch.compile, dispatch modes) it sees torch operations only
-    if native and not cpu._traced() and cpu.rotate(out, x, cos, sin, layout):
-        return
+    if native and not cpu._traced():
+        if x.is_cuda and _triton_rotate_into(out, x, cos, sin, layout):
+            return
+        if cpu.rotate(out, x, cos, sin, layout):
+            return
     torch_path.rotate_into(out, x, cos, sin, layout)
+
+
+def _triton_rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor,
+                        layout: str) -> bool:
+    """The Triton kernel for a CUDA tensor; False when Triton is not installed."""
+    try:
+        from . import triton as triton_kernel
+    except ImportError:  # no Triton: the torch path
+        return False
+    return triton_kernel.rotate_into(out, x, cos, sin, layout)
 
 
 def transformed(*tensors: Tensor) -> bool:

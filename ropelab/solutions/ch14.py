@@ -1,0 +1,56 @@
+"""Reference solutions to chapter 14's exercises (14_triton_kernel)."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from ropelab.kernels import triton as kt
+
+
+def partner_sign(rotary_dim: int, layout: str) -> tuple[Tensor, Tensor]:
+    """Each channel's partner π(d) and sign σ_d, so that rot(x)[d] = σ_d · x[π(d)] (eq. tri-partner).
+
+    Returns:
+        ``(partner, sign)``: an int64 and a float32 tensor, each ``(rotary_dim,)``.
+    """
+    d = torch.arange(rotary_dim)
+    if layout == "interleaved":
+        return d ^ 1, torch.where(d % 2 == 0, -1.0, 1.0)
+    half = rotary_dim // 2
+    return torch.where(d < half, d + half, d - half), torch.where(d < half, -1.0, 1.0)
+
+
+def grad_x(grad: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
+    """The gradient of the rotation with respect to x: grad rotated by −θ (eq. tri-grad)."""
+    return kt.apply_rotary(grad, cos, -sin, layout=layout)
+
+
+@triton.jit
+def _rows_kernel(X, COS, SIN, OUT, d, BLOCK_D: tl.constexpr):
+    """One program per row of a contiguous (rows, d) tensor: half-split rotation."""
+    row = tl.program_id(0).to(tl.int64) * d
+    k = tl.arange(0, BLOCK_D)
+    half = d // 2
+    partner = tl.where(k < half, k + half, k - half)
+    sign = tl.where(k < half, -1.0, 1.0)
+    mask = k < d
+    x = tl.load(X + row + k, mask=mask, other=0.0)
+    xp = tl.load(X + row + partner, mask=mask, other=0.0)
+    c = tl.load(COS + row + k, mask=mask, other=0.0)
+    s = tl.load(SIN + row + k, mask=mask, other=0.0)
+    tl.store(OUT + row + k, x * c + xp * (sign * s), mask=mask)
+
+
+def rotate_rows(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Exercise tri-ex-kernel: a first RoPE kernel, half-split, one program per row.
+
+    Shapes: x, cos, sin contiguous ``(rows, d)`` float32; returns ``(rows, d)``.
+    """
+    out = torch.empty_like(x)
+    d = x.shape[-1]
+    block = triton.next_power_of_2(d)
+    _rows_kernel[(x.shape[0],)](x, cos, sin, out, d, BLOCK_D=block)
+    return out

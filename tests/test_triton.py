@@ -1,0 +1,277 @@
+"""ropelab.kernels.triton: the Triton kernel against the plain formula (chapter 14).
+
+Without a GPU the kernel runs in Triton's interpreter (TRITON_INTERPRET=1,
+set by tests/conftest.py before anything imports triton) on CPU tensors: the
+same program, executed with numpy. The arithmetic is exactly the plain
+formula's (on a GPU too: the kernel is compiled without fused multiply-adds),
+so results must be bit-identical to ``ropelab.rotary.rotate`` in
+float32/float64 and to its float32 result rounded once in bfloat16/float16.
+Shapes are kept small: the interpreter
+takes about 4 s for 1,024 rows of 128 channels.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ropelab
+from ropelab.rotary import rotate
+
+triton = pytest.importorskip(
+    "triton", reason="triton is not installed (pip install 'ropelab[triton]')"
+)
+from ropelab.kernels import triton as kt  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not kt.available(), reason="no GPU and TRITON_INTERPRET is not 1"
+)
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+LAYOUTS = ("half_split", "interleaved")
+DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+
+
+def reference(x, cos, sin, layout, rotary_dim=None):
+    """The plain formula x·cos + rot(x)·sin in float32 (or float64), rounded once.
+
+    ``ropelab.rotary.rotate``: eager torch operations, so no fused
+    multiply-add, exactly the arithmetic the kernel does.
+    """
+    wide = torch.float64 if x.dtype == torch.float64 else torch.float32
+    r = x.shape[-1] if rotary_dim is None else rotary_dim
+    y = rotate(x[..., :r].to(wide), cos.to(wide), sin.to(wide), layout)
+    return torch.cat([y.to(x.dtype), x[..., r:]], dim=-1)
+
+
+def assert_same(got, want):
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert torch.equal(got, want), (got.float() - want.float()).abs().max()
+
+
+def tables(positions, dim, layout, dtype=torch.float32):
+    c, s = ropelab.cos_sin(
+        torch.as_tensor(positions), ropelab.inv_freq(dim), layout=layout
+    )
+    return c.to(DEVICE, dtype), s.to(DEVICE, dtype)
+
+
+def randn(*shape, dtype=torch.float32):
+    return torch.randn(*shape, dtype=torch.float64).to(DEVICE, dtype)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matches_the_formula_in_every_dtype(layout, dtype):
+    torch.manual_seed(0)
+    x = randn(2, 3, 5, 16, dtype=dtype)
+    c, s = tables(
+        range(5), 16, layout, torch.float32 if dtype != torch.float64 else dtype
+    )
+    assert_same(kt.apply_rotary(x, c, s, layout=layout), reference(x, c, s, layout))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim,rotary_dim", [(16, 8), (24, 6), (64, 64), (160, 40)])
+def test_partial_rotary_copies_the_rest(layout, dim, rotary_dim):
+    torch.manual_seed(1)
+    x = randn(1, 2, 3, dim)
+    c, s = tables(range(3), rotary_dim, layout)
+    y = kt.apply_rotary(x, c, s, layout=layout, rotary_dim=rotary_dim)
+    assert torch.equal(y[..., rotary_dim:], x[..., rotary_dim:])
+    assert_same(y, reference(x, c, s, layout, rotary_dim))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_axis_order(layout):
+    torch.manual_seed(2)
+    b, s_, h, d = 2, 5, 3, 8
+    c, s = tables(range(s_), d, layout)
+    # (batch, seq, heads, dim) with (seq, 1, dim) tables: Meta's and flash-attention's
+    x = randn(b, s_, h, d)
+    want = reference(x.transpose(1, 2), c, s, layout).transpose(1, 2)
+    assert_same(kt.apply_rotary(x, c[:, None], s[:, None], layout=layout), want)
+    # the same tensor as a transposed (batch, heads, seq, dim) view
+    assert_same(
+        kt.apply_rotary(x.transpose(1, 2), c, s, layout=layout), want.transpose(1, 2)
+    )
+    # packed (tokens, heads, dim) with per-token (tokens, 1, dim) tables
+    pos = torch.tensor([0, 1, 2, 0, 1, 0, 1, 2, 3])
+    cp, sp = tables(pos, d, layout)
+    xp = randn(len(pos), h, d)
+    want = reference(xp.transpose(0, 1), cp, sp, layout).transpose(0, 1)
+    assert_same(kt.apply_rotary(xp, cp[:, None], sp[:, None], layout=layout), want)
+    # per-row positions: (batch, 1, seq, dim) tables
+    rows = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]])
+    cr, sr = tables(rows, d, layout)
+    x4 = randn(b, h, s_, d)
+    assert_same(
+        kt.apply_rotary(x4, cr[:, None], sr[:, None], layout=layout),
+        reference(x4, cr[:, None], sr[:, None], layout),
+    )
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_several_row_blocks_and_a_ragged_tail(layout):
+    torch.manual_seed(8)
+    x = randn(1, 2, 100, 24)  # 100 rows: blocks of 32 and a tail of 4
+    c, s = tables(range(100), 8, layout)
+    y = kt.apply_rotary(x, c, s, layout=layout, rotary_dim=8)
+    assert_same(y, reference(x, c, s, layout, 8))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_strided_inputs_and_tables(layout):
+    torch.manual_seed(3)
+    big = randn(2, 6, 4, 20)
+    x = big[:, ::2, :, 2:18]  # non-contiguous in every axis but the channels' order
+    c, s = tables(range(4), 16, layout)
+    assert_same(kt.apply_rotary(x, c, s, layout=layout), reference(x, c, s, layout))
+    ct = torch.empty(16, 4, device=DEVICE).t().copy_(c)  # a transposed (strided) table
+    assert_same(kt.apply_rotary(x, ct, s, layout=layout), reference(x, c, s, layout))
+    xs = randn(3, 16, 2).transpose(1, 2)  # channels with stride 2
+    c2, s2 = tables(range(2), 16, layout)
+    assert_same(
+        kt.apply_rotary(xs, c2, s2, layout=layout), reference(xs, c2, s2, layout)
+    )
+
+
+def test_out_and_in_place():
+    torch.manual_seed(4)
+    x = randn(2, 3, 4, 8)
+    c, s = tables(range(4), 8, "half_split")
+    want = reference(x, c, s, "half_split")
+    out = torch.empty_like(x)
+    assert kt.apply_rotary(x, c, s, out=out) is out
+    assert_same(out, want)
+    y = x.clone()
+    assert kt.apply_rotary(y, c, s, out=y) is y
+    assert_same(y, want)
+    buf = randn(2, 3, 4, 16)  # disjoint halves of one buffer are fine
+    kt.apply_rotary(buf[..., :8], c, s, out=buf[..., 8:])
+    assert_same(buf[..., 8:], reference(buf[..., :8], c, s, "half_split"))
+    with pytest.raises(ValueError, match="overlaps x"):
+        kt.apply_rotary(buf[..., :8], c, s, out=buf[..., 4:12])
+    with pytest.raises(ValueError, match="does not support autograd"):
+        kt.apply_rotary(x.requires_grad_(), c, s, out=out)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_positions_offsets_and_varlen(layout):
+    torch.manual_seed(5)
+    d, n = 8, 32
+    c, s = tables(range(n), d, layout)
+    # decoding: one new token per sequence, each at its own offset
+    x = randn(3, 2, 1, d)
+    offsets = torch.tensor([5, 17, 31], device=DEVICE)
+    got = kt.apply_rotary_at(x, c, s, offsets[:, None, None], layout=layout)
+    want = reference(x, c[offsets][:, None, None], s[offsets][:, None, None], layout)
+    assert_same(got, want)
+    # a packed batch of three documents: positions restart at each cu_seqlens boundary
+    cu = torch.tensor([0, 3, 7, 10])
+    lengths = (cu[1:] - cu[:-1]).tolist()
+    pos = torch.cat([torch.arange(k) for k in lengths]).to(DEVICE)
+    xp = randn(10, 4, d)
+    got = kt.apply_rotary_at(xp, c, s, pos[:, None], layout=layout)
+    want = reference(xp.transpose(0, 1), c[pos], s[pos], layout).transpose(0, 1)
+    assert_same(got, want)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_q_and_k_in_one_launch(layout):
+    torch.manual_seed(6)
+    q, k = (
+        randn(2, 4, 5, 8),
+        randn(2, 2, 5, 8),
+    )  # grouped-query attention: fewer k heads
+    c, s = tables(range(5), 8, layout)
+    rq, rk = kt.apply_rotary_qk(q, k, c, s, layout=layout)
+    assert_same(rq, reference(q, c, s, layout))
+    assert_same(rk, reference(k, c, s, layout))
+    qs, ks = randn(2, 5, 4, 8), randn(2, 5, 2, 8)  # (batch, seq, heads, dim)
+    rq, rk = kt.apply_rotary_qk(qs, ks, c[:, None], s[:, None], layout=layout)
+    assert_same(rk, reference(ks.transpose(1, 2), c, s, layout).transpose(1, 2))
+    with pytest.raises(ValueError, match="like q except for its number of heads"):
+        kt.apply_rotary_qk(q, randn(2, 2, 6, 8), c, s)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_backward_is_the_rotation_by_minus_theta(layout):
+    torch.manual_seed(7)
+    x = randn(1, 1, 3, 4, dtype=torch.float64).requires_grad_()
+    # arbitrary tables (pairs need not share an angle): the transpose is exact anyway
+    c = randn(3, 4, dtype=torch.float64).requires_grad_()
+    s = randn(3, 4, dtype=torch.float64).requires_grad_()
+    def fn(x, c, s):
+        return kt.apply_rotary(x, c, s, layout=layout)
+
+    assert torch.autograd.gradcheck(fn, (x, c, s))
+    q = randn(1, 2, 3, 4, dtype=torch.float64).requires_grad_()
+    k = randn(1, 1, 3, 4, dtype=torch.float64).requires_grad_()
+
+    def qk(q, k, c, s):
+        return kt.apply_rotary_qk(q, k, c, s, layout=layout)
+
+    assert torch.autograd.gradcheck(qk, (q, k, c, s))
+    pos = torch.tensor([2, 0, 1, 2], device=DEVICE)  # row 2 of the tables is read twice
+    x4 = randn(1, 1, 4, 4, dtype=torch.float64).requires_grad_()
+
+    def at(x, c, s):
+        return kt.apply_rotary_at(x, c, s, pos, layout=layout)
+
+    assert torch.autograd.gradcheck(at, (x4, c, s))
+    y = kt.apply_rotary(x, c, s, layout=layout)
+    (g,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|does not require grad"):
+        g.sum().backward()
+
+
+def test_clear_errors():
+    x = randn(1, 2, 3, 8)
+    c, s = tables(range(3), 8, "half_split")
+    with pytest.raises(ValueError, match="layout must be"):
+        kt.apply_rotary(x, c, s, layout="neox")
+    with pytest.raises(ValueError, match="rotary_dim must be an even int"):
+        kt.apply_rotary(x, c, s, rotary_dim=3)
+    with pytest.raises(TypeError, match="x must be float32"):
+        kt.apply_rotary(x.int(), c, s)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        kt.apply_rotary(x, c[:2], s[:2])
+    with pytest.raises(ValueError, match="must match x"):
+        kt.apply_rotary(x, c, s, out=torch.empty(1, 2, 3, 6, device=DEVICE))
+    with pytest.raises(ValueError, match=r"must lie in \[0, 3\)"):
+        kt.apply_rotary_at(x, c, s, torch.tensor([0, 1, 3], device=DEVICE))
+    with pytest.raises(TypeError, match="integer tensor"):
+        kt.apply_rotary_at(x, c, s, torch.tensor([0.0, 1.0, 2.0], device=DEVICE))
+
+
+def test_requested_bytes_counts_the_running_kernel():
+    x = torch.randn(1, 4, 8, 16)
+    c, s = ropelab.cos_sin(torch.arange(8), ropelab.inv_freq(16))
+    got = kt.requested_bytes(x, c, s)
+    # x twice (row and partner), out once, each table row once for all 4 heads
+    assert got == {"x": 2 * x.numel() * 4, "cos": c.numel() * 4, "sin": s.numel() * 4,
+                   "out": x.numel() * 4}
+    assert kt.requested_bytes(x.half(), c, s)["out"] == x.numel() * 2
+
+
+def test_requested_bytes_without_the_interpreter_switch():
+    # On a GPU machine TRITON_INTERPRET is unset and the kernels are compiled
+    # functions; the count must still run (in interpreted twins).
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, ropelab\n"
+        "from ropelab.kernels import triton as kt\n"
+        "assert type(kt._rotary_kernel).__name__ == 'JITFunction'\n"
+        "x = torch.randn(1, 2, 4, 8)\n"
+        "c, s = ropelab.cos_sin(torch.arange(4), ropelab.inv_freq(8))\n"
+        "print(kt.requested_bytes(x, c, s)['out'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == str(2 * 4 * 8 * 4)
