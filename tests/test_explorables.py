@@ -157,7 +157,11 @@ def test_explorables_respond_to_every_control(page_path, server, browser_context
             label = page.locator(f"label[for='{control.get_attribute('id')}']")
             assert label.count() == 1 and label.inner_text().strip(), "every control has a label"
             before = fig.evaluate(STATE)
-            control.focus()  # reachable by the keyboard: Tab lands on a focusable control
+            if c == 0:
+                control.focus()
+            else:  # the keyboard reaches every control: Tab moves to the next one
+                controls.nth(c - 1).focus()
+                page.keyboard.press("Tab")
             assert page.evaluate("document.activeElement.id") == control.get_attribute("id")
             key = "ArrowDown" if control.evaluate("e => e.tagName") == "SELECT" else "ArrowRight"
             page.keyboard.press(key)
