@@ -143,7 +143,7 @@
   // ------------------------------------------------------------- drawing
   const SVGNS = "http://www.w3.org/2000/svg";
   let W = 600;
-  const H = 330, PAD = { l: 74, r: 14, t: 14, b: 48 };
+  const H = 330, PAD = { l: 74, r: 26, t: 14, b: 48 };
 
   function el(tag, attrs, parent) {
     const e = document.createElementNS(SVGNS, tag);
@@ -235,14 +235,16 @@
         el("path", { d: d, class: cls + (s.dashed ? " rl-dashed" : "") }, svg);
       }
     });
-    const legend = el("g", { class: "rl-legend" }, svg);
-    opts.series.forEach((s, i) => {
-      const yy = PAD.t + 16 + 18 * i;
-      const cls = "rl-s" + (s.color === undefined ? i : s.color);
-      el("line", { x1: PAD.l + 10, x2: PAD.l + 30, y1: yy - 5, y2: yy - 5,
-        class: cls + (s.dashed ? " rl-dashed" : "") }, legend);
-      text(legend, PAD.l + 36, yy, s.label);
-    });
+    // The legend is HTML under the plot, so it never covers a curve at any width.
+    const legend = svg.parentNode.querySelector(".rl-legend");
+    legend.replaceChildren(...opts.series.map((ser, i) => {
+      const item = document.createElement("span");
+      const swatch = document.createElement("span");
+      swatch.className = "rl-swatch rl-c" + (ser.color === undefined ? i : ser.color)
+        + (ser.dashed ? " rl-dashed" : "");
+      item.append(swatch, " " + ser.label);
+      return item;
+    }));
   }
 
   // A labelled control (range slider or select) that calls onInput.
@@ -294,18 +296,23 @@
     box.className = "rl-controls";
     const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "rl-plot", role: "img" });
     svg.setAttribute("aria-label", title);
+    const legend = document.createElement("p");
+    legend.className = "rl-legend";
     const readout = document.createElement("p");
     readout.className = "rl-readout";
     readout.setAttribute("aria-live", "polite");
     const cap = fig.querySelector("figcaption");
     fig.insertBefore(box, cap);
     fig.insertBefore(svg, cap);
+    fig.insertBefore(legend, cap);
     fig.insertBefore(readout, cap);
     return { box, svg, readout };
   }
 
-  const pow10 = (e) => Math.pow(10, e);
-  const baseName = (e) => "b = " + number(pow10(e), 0);
+  // A base slider moves in steps of 0.01 in log10(b); the base itself is rounded to
+  // two significant digits, so 10^5.7 reads (and computes) as 500,000.
+  const baseOf = (e) => Number(Math.pow(10, e).toPrecision(2));
+  const baseName = (e) => "b = " + number(baseOf(e), 0);
 
   // ------------------------------------------------------------ figures
   const FIGURES = {};
@@ -314,21 +321,21 @@
   FIGURES.ladder = function (fig) {
     const { box, svg, readout } = frame(fig, "wavelength of each pair against the pair index");
     const draw = () => {
-      const base = pow10(get.base()), dim = get.dim(), L = Math.pow(2, get.len());
+      const base = baseOf(get.base()), dim = get.dim(), L = Math.pow(2, get.len());
       const lam = RL.wavelengths(dim, base);
       const n = RL.fullTurnPairs(dim, base, L);
       chart(svg, {
         x: { min: 0, max: dim / 2 - 1, label: "pair index j" },
-        y: { min: 1, max: 1e8, log: true, label: "wavelength λ_j (tokens)" },
+        y: { min: 1, max: 1e8, log: true, label: "wavelength λⱼ (tokens)" },
         hlines: [{ y: L, label: "context L = " + number(L, 0) }],
-        series: [{ label: "λ_j (hollow: no full turn in L)", dots: true,
+        series: [{ label: "λⱼ (hollow: no full turn in L)", dots: true,
           points: lam.map((v, j) => [j, v]), hollow: (j) => lam[j] > L }],
       });
       readout.textContent = `${n} of ${dim / 2} pairs complete a full turn within ` +
         `${number(L, 0)} tokens; the slowest turns every ${number(lam[lam.length - 1], 0)} tokens.`;
     };
     const get = {
-      base: control(box, { label: "base b", min: 2, max: 7, step: 0.1, value: 4,
+      base: control(box, { label: "base b", min: 2, max: 7, step: 0.01, value: 4,
         show: baseName }, draw),
       dim: control(box, { label: "head dim d", min: 16, max: 256, step: 8, value: 128 }, draw),
       len: control(box, { label: "context L", min: 6, max: 20, step: 1, value: 13,
@@ -382,40 +389,47 @@
     return draw;
   };
 
-  // Chapter 6: the score against distance, and RoFormer's bound.
+  // Chapter 6: the score against distance, and RoFormer's bound, each curve
+  // divided by its own value at distance 0 (as the chapter's static figure).
   FIGURES.decay = function (fig) {
     const { box, svg, readout } = frame(fig, "score and bound against distance");
-    const D = 1000;
+    const D = 1000, N = 64;
     const draw = () => {
-      const base = pow10(get.base()), dim = get.dim();
+      const base = baseOf(get.base()), dim = get.dim();
       const ones = new Array(dim).fill(1);
-      const q = RL.randomVector(dim, 1), k = RL.randomVector(dim, 2);
-      let cs = 0;
-      for (let j = 0; j < dim / 2; j++) {
-        cs += Math.hypot(q[2 * j], q[2 * j + 1]) * Math.hypot(k[2 * j], k[2 * j + 1]);
+      const pairs = [];
+      for (let i = 0; i < N; i++) {
+        pairs.push([RL.randomVector(dim, 2 * i + 1), RL.randomVector(dim, 2 * i + 2)]);
       }
-      const b0 = RL.decayBound(0, dim, base);
       const same = [], rand = [], bound = [];
-      for (let delta = 0; delta <= D; delta += 2) {
-        same.push([delta, RL.score(ones, ones, delta, 0, dim, base) / dim]);
-        rand.push([delta, Math.abs(RL.score(q, k, delta, 0, dim, base)) / cs]);
-        bound.push([delta, RL.decayBound(delta, dim, base) / b0]);
+      for (let delta = 0; delta <= D; delta += 4) {
+        let mean = 0;
+        for (const [q, k] of pairs) mean += Math.abs(RL.score(q, k, delta, 0, dim, base)) / N;
+        same.push([delta, RL.score(ones, ones, delta, 0, dim, base)]);
+        rand.push([delta, mean]);
+        bound.push([delta, RL.decayBound(delta, dim, base)]);
       }
+      const norm = (arr) => arr.map(([x, y]) => [x, y / arr[0][1]]);
+      const curves = [norm(bound), norm(rand), norm(same)];
+      const ys = curves.flat().map((p) => p[1]);
+      const low = Math.min(-0.2, ...ys), high = Math.max(1, ...ys);
       chart(svg, {
         x: { min: 0, max: D, label: "relative distance m − n (tokens)" },
-        y: { min: -0.4, max: 1, label: "relative to its maximum" },
+        y: { min: Math.floor(low * 10) / 10, max: Math.ceil(high * 10) / 10,
+          label: "value / value at 0" },
         series: [
-          { label: "RoFormer's bound", points: bound },
-          { label: "score, q = k = 1", points: same },
-          { label: "|score|, random q, k", points: rand, dashed: true },
+          { label: "RoFormer's bound", points: curves[0] },
+          { label: "mean |score|, random q, k", points: curves[1], dashed: true },
+          { label: "score, q = k = 1", points: curves[2] },
         ],
       });
-      const at = (arr, delta) => arr[delta / 2][1];
-      readout.textContent = `at distance 500 the bound is ${at(bound, 500).toFixed(3)} of its ` +
-        `value at 0; the q = k score is ${at(same, 500).toFixed(3)}.`;
+      const at = (arr, delta) => arr[delta / 4][1];
+      readout.textContent = `at distance 500: bound ${at(curves[0], 500).toFixed(3)}, ` +
+        `mean |score| ${at(curves[1], 500).toFixed(3)}, q = k ${at(curves[2], 500).toFixed(3)} ` +
+        "of their values at 0.";
     };
     const get = {
-      base: control(box, { label: "base b", min: 2, max: 6, step: 0.1, value: 4,
+      base: control(box, { label: "base b", min: 2, max: 6, step: 0.01, value: 4,
         show: baseName }, draw),
       dim: control(box, { label: "head dim d", min: 16, max: 256, step: 8, value: 128 }, draw),
     };
@@ -438,19 +452,21 @@
         hlines: [{ y: L, label: "original context L = 4,096" },
           { y: s * L, label: "extended s·L = " + number(s * L, 0) }],
         series: [
-          { label: "original λ_j", points: lam0.map((v, j) => [j, v]) },
-          { label: "after " + NAMES[method], points: lam.map((v, j) => [j, v]), dashed: true },
+          { label: "original λⱼ (b = 10,000, d = 128)", points: lam0.map((v, j) => [j, v]),
+            color: 2 },
+          { label: "after " + NAMES[method], points: lam.map((v, j) => [j, v]), color: 0 },
         ],
       });
       const changed = lam.filter((v, j) => Math.abs(v / lam0[j] - 1) > 1e-9).length;
+      const mu = res.attentionScaling;
       readout.textContent = `${NAMES[method]}, s = ${s}: ${changed} of ${dim / 2} pairs ` +
-        `changed; logits scaled by ${res.attentionScaling.toFixed(3)}.`;
+        `changed; q and k each ×${mu.toFixed(3)}, so logits ×${(mu * mu).toFixed(3)}.`;
     };
     const NAMES = { pi: "PI", ntk: "NTK-aware", dynamic: "dynamic NTK", yarn: "YaRN",
       llama3: "Llama 3" };
     const get = {
       method: control(box, { label: "method", value: "pi",
-        options: Object.entries(NAMES) }, draw),
+        options: Object.entries(NAMES), show: () => "" }, draw),
       factor: control(box, { label: "factor s", min: 1, max: 32, step: 1, value: 4 }, draw),
     };
     draw();
@@ -464,16 +480,23 @@
       fig.redraw = make(fig);
       fig.dataset.ready = "1";
     }
+    watchWidths();
   }
-  let narrow = null;
-  window.addEventListener("resize", () => {
-    const now = window.innerWidth < 560;
-    if (now === narrow) return;
-    narrow = now;
-    for (const fig of document.querySelectorAll("figure.rl-explorable")) {
-      if (fig.redraw) fig.redraw();
+
+  function watchWidths() {
+    // Redraw when a figure crosses the narrow-layout width chart() uses.
+    if (window.ResizeObserver) {
+      const narrow = new WeakMap();
+      const watch = new ResizeObserver((entries) => {
+        for (const { target } of entries) {
+          const now = target.clientWidth < 520;
+          if (narrow.has(target) && narrow.get(target) !== now && target.redraw) target.redraw();
+          narrow.set(target, now);
+        }
+      });
+      document.querySelectorAll("figure.rl-explorable").forEach((f) => watch.observe(f));
     }
-  });
+  }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
   else init();
 })();
