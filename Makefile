@@ -1,6 +1,8 @@
 # ropelab: the book and its tests.
 #
 #   make book   install into .venv if needed, build the HTML book into _build/html
+#   make unit   the package's tests only (tests/, no book build, no notebooks,
+#               no browser): the inner loop, under a minute
 #   make test   install if needed, build the book, run every test in one pytest call
 #   make lab    open JupyterLab on book/
 #
@@ -24,7 +26,7 @@ TORCH_INSTALLED = $(VENV)/.torch-installed
 MATHJAX = book/_static/mathjax
 HTML = _build/html
 
-.PHONY: install book html test lab clean distclean FORCE
+.PHONY: install book html unit test lab clean distclean FORCE
 
 install: $(STAMP)
 
@@ -64,12 +66,20 @@ html: $(STAMP)
 book: html
 	@echo "The book: $(CURDIR)/$(HTML)/index.html"
 
+# Notebooks run in strict nbval: every stored output must be reproduced.
+NBVAL = --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+# The package's unit and property tests, without the book: test_render.py
+# (which needs the built HTML and a browser) is left out.
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests --ignore=tests/test_render.py -q $(PYTEST_ARGS)
+
 # One pytest call: unit and property tests (tests/), every notebook in strict
 # nbval (book/), and the render check of the built HTML in headless Chromium
 # (tests/test_render.py, which needs the build, hence `html` first).
 # pytest exits non-zero when a test fails and also when none was collected (5).
 test: html
-	$(BIN)/python -m pytest tests book $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests book $(NBVAL) $(PYTEST_ARGS)
 
 # Jupyter refuses to run as root unless told to (containers, CI images).
 lab: $(STAMP)

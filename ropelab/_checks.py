@@ -111,3 +111,79 @@ def check_x(x: object, name: str = "x") -> Tensor:
     if x.shape[-1] % 2:
         raise ValueError(f"{name}'s last axis (dim) must be even, got shape {tuple(x.shape)}")
     return x
+
+
+def _byte_extent(t: Tensor) -> tuple[int, int]:
+    """[first, last + 1) byte of ``t`` in its storage (strides are never negative in torch)."""
+    es = t.element_size()
+    first = t.storage_offset() * es
+    return first, first + (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * es
+
+
+def overlaps(a: Tensor, b: Tensor) -> bool:
+    """Whether tensors ``a`` and ``b`` share at least one byte of memory.
+
+    Disjoint slices of one buffer (``buf[..., :8]`` and ``buf[..., 8:]``) do
+    not overlap. Where the two byte ranges interleave, the exact answer comes
+    from marking ``a``'s bytes in a mask over the common range (as many bytes
+    as that range holds, on the CPU) and reading it through ``b``'s strides.
+    """
+    if not a.numel() or not b.numel() or a.device != b.device:
+        return False
+    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+    (a0, a1), (b0, b1) = _byte_extent(a), _byte_extent(b)
+    if a1 <= b0 or b1 <= a0:
+        return False
+    base = min(a0, b0)
+    mask = torch.zeros(max(a1, b1) - base, dtype=torch.bool)
+
+    def bytes_of(t: Tensor, first: int) -> Tensor:
+        es = t.element_size()
+        strides = (*(st * es for st in t.stride()), 1)
+        return mask.as_strided((*t.shape, es), strides, first - base)
+
+    bytes_of(a, a0).fill_(True)
+    return bool(bytes_of(b, b0).any())
+
+
+def check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
+    """Check cos and sin are float tables ``(..., rotary_dim)`` that broadcast to ``x``."""
+    xs, device = x.shape, x.device  # (kept cheap: a decode step calls this every token)
+    for name, t in (("cos", cos), ("sin", sin)):
+        if not isinstance(t, Tensor) or not t.is_floating_point():
+            check_float_tensor(t, name)
+        ts = t.shape
+        if t.device != device:
+            raise ValueError(f"{name} is on {t.device} but x is on {device}")
+        if not ts or ts[-1] != rotary_dim:
+            raise ValueError(f"{name}'s last axis must be rotary_dim = {rotary_dim} for x "
+                             f"of shape {tuple(xs)}, got {tuple(ts)}")
+        n = len(ts)
+        if n > len(xs) or any(a != 1 and a != b for a, b in zip(ts[:-1], xs[len(xs) - n:-1])):
+            raise ValueError(
+                f"{name} of shape {tuple(ts)} does not broadcast to x of shape "
+                f"{tuple(xs)}: keep the position axis where x has it, e.g. "
+                "(seq, 1, dim) for x (batch, seq, heads, dim), or (batch, 1, seq, dim) for "
+                "per-row positions with x (batch, heads, seq, dim), i.e. cos.unsqueeze(1) "
+                "(transformers' unsqueeze_dim)"
+            )
+    if cos.shape != sin.shape:
+        raise ValueError(f"cos and sin must have the same shape, "
+                         f"got {tuple(cos.shape)} and {tuple(sin.shape)}")
+
+
+def check_out(out: object, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Check ``out`` can take apply_rotary's result: x's shape, dtype, device; no overlap."""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+    if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
+        raise ValueError(f"out must match x: shape {tuple(x.shape)}, {x.dtype} on "
+                         f"{x.device}; got shape {tuple(out.shape)}, {out.dtype} on {out.device}")
+    if overlaps(out, x):
+        raise ValueError("out must not overlap x: each output pair needs both inputs of "
+                         "its pair")
+    if overlaps(out, cos) or overlaps(out, sin):
+        raise ValueError("out must not overlap cos or sin: the tables are read while out "
+                         "is written")
+    return out

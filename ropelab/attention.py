@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from ._checks import (
+    PositionsLike,
     as_positions,
     check_base,
     check_dim,
@@ -42,13 +43,12 @@ from .rotary import apply_rotary, cos_sin
 __all__ = [
     "rope_scores",
     "pair_products",
-    "relative_score",
+    "score_at_distance",
     "partial_phasor_sums",
     "decay_bound",
     "is_toeplitz",
 ]
 
-DistancesLike = Union[Tensor, Sequence[int], range, int]
 
 
 def _float64_device(device: torch.device) -> torch.device:
@@ -119,20 +119,22 @@ def rope_scores(
     return q_rot.to(dtype) @ k_rot.to(dtype).transpose(-1, -2)
 
 
-def relative_score(
+def score_at_distance(
     q: Tensor,
     k: Tensor,
-    distances: DistancesLike,
+    distances: PositionsLike,
     *,
     base: float = 10000.0,
     layout: str = "half_split",
 ) -> Tensor:
     """The score as a function of the distance δ = m - n: g(δ) = Re Σ_j h_j e^{iδθ_j} (06_attention_and_decay, eq. ``attn-complex-score``).
 
-    The closed form of :func:`rope_scores`: for the same q at every query
+    The closed form of :func:`~ropelab.rope_scores`: for the same q at every query
     position and the same k at every key position, S[m, n] = g(m - n).
-    :func:`ropelab.complex.relative_score` with θ = ``inv_freq(dim, base)``,
-    in float64 when q and k are float64.
+    :func:`ropelab.complex.relative_score` (which takes any frequencies and
+    defaults to the interleaved pairs of the Euler form) with the standard
+    θ = ``inv_freq(dim, base)``, in float64 when q and k are float64, and
+    the half-split pairs of transformers' LLaMA by default.
 
     Args:
         q, k: ``(..., dim)`` unrotated vectors with broadcastable leading axes, one dtype.
@@ -148,7 +150,7 @@ def relative_score(
     return complex_relative_score(q, k, distances, theta, layout=layout)
 
 
-def partial_phasor_sums(distances: DistancesLike, dim: int, base: float = 10000.0) -> Tensor:
+def partial_phasor_sums(distances: PositionsLike, dim: int, base: float = 10000.0) -> Tensor:
     """RoFormer's partial sums S_j = Σ_{l=0}^{j-1} e^{iδθ_l}, j = 0..d/2 (06_attention_and_decay, eq. ``attn-partial-sums``).
 
     Column j holds S_j, so column 0 is S_0 = 0 and consecutive differences
@@ -173,7 +175,7 @@ def partial_phasor_sums(distances: DistancesLike, dim: int, base: float = 10000.
     return torch.cat((zero, phasors.cumsum(-1)), dim=-1)
 
 
-def decay_bound(distances: DistancesLike, dim: int, base: float = 10000.0) -> Tensor:
+def decay_bound(distances: PositionsLike, dim: int, base: float = 10000.0) -> Tensor:
     """RoFormer's relative upper bound ``(1/(d/2)) Σ_{j=1}^{d/2} |S_j(δ)|`` (06_attention_and_decay, eq. ``attn-decay-bound``).
 
     With ``S_j`` the sum of the first j phasors ``e^{iδθ_l}`` (:func:`~ropelab.attention.partial_phasor_sums`),
@@ -213,3 +215,8 @@ def is_toeplitz(matrix: Tensor, *, tol: float = 0.0) -> bool:
     if matrix.shape[-2] < 2 or matrix.shape[-1] < 2:
         return True
     return bool(((matrix[..., 1:, 1:] - matrix[..., :-1, :-1]).abs() <= tol).all())
+
+
+# The former name, which clashed with ropelab.complex.relative_score (other arguments,
+# other default layout); kept so that existing notebooks and code run unchanged.
+relative_score = score_at_distance

@@ -14,7 +14,7 @@ Methods (all rotate q and k, with cos/sin tables built once beforehand):
 * ``copy``, ``copy_out``: the floors.
 * ``hf``: ``q*cos + rotate_half(q)*sin`` written out in plain torch.
 * ``ropelab_half_split``, ``ropelab_interleaved``: :func:`ropelab.apply_rotary`
-  (on the CPU its fused C kernel, see :mod:`ropelab._native`).
+  (on the CPU its fused C kernel, see :mod:`ropelab.kernels.cpu`).
 * ``ropelab_half_split_out``, ``ropelab_interleaved_out``: the same with ``out=``.
 * ``torch_half_split_out``, ``torch_interleaved_out``: ropelab's torch path
   with ``out=``, the one a GPU, a machine without a C compiler or a traced
@@ -42,7 +42,8 @@ from torch import Tensor
 
 from .frequencies import inv_freq
 from .matrix import rotation_matrix
-from .rotary import _rotate_into, apply_rotary, cos_sin, kernel_status
+from .kernels import kernel_status, rotate_into as _rotate_into
+from .rotary import apply_rotary, cos_sin
 
 __all__ = [
     "Cost",

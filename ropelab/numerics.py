@@ -22,8 +22,8 @@ import math
 import torch
 from torch import Tensor
 
+from . import frequencies  # frequencies.inv_freq: the name inv_freq is a parameter here
 from ._checks import check_base, check_dim, check_float_tensor
-from .frequencies import inv_freq as _inv_freq
 from .rotary import apply_rotary
 
 __all__ = [
@@ -112,7 +112,7 @@ def angles_in(positions: Tensor, inv_freq: Tensor, dtype: torch.dtype) -> Tensor
 
 
 def _reference(positions: Tensor, dim: int, base: float) -> tuple[Tensor, Tensor]:
-    theta = _inv_freq(dim, base, dtype=F64).to(positions.device)
+    theta = frequencies.inv_freq(dim, base, dtype=F64).to(positions.device)
     return theta, positions.to(F64).unsqueeze(-1) * theta
 
 
@@ -187,7 +187,7 @@ def cos_error_bound(
     dim, base = check_dim(dim), check_base(base)
     u = unit_roundoff(angle_dtype)
     gamma3 = 3 * u + 3 * u * u + u**3  # (1 + u)^3 - 1, written so that it does not round to 0 for u = 2^-53
-    theta_max = float(_inv_freq(dim, base, dtype=F64).max())
+    theta_max = float(frequencies.inv_freq(dim, base, dtype=F64).max())
     m = positions.to(F64)
     bound = (gamma3 * m * theta_max).clamp(max=2.0) + unit_roundoff(cos_dtype) + 2.0**-52
     overflow = torch.isinf(positions.to(angle_dtype).to(F64))

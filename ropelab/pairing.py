@@ -67,11 +67,16 @@ def to_interleaved(x: Tensor) -> Tensor:
     return torch.stack((first, second), dim=-1).flatten(-2)
 
 
-def _check_weight(weight: Tensor, n_heads: int) -> int:
+def _check_weight(weight: Tensor, n_heads: int, bias: bool) -> int:
     if not isinstance(weight, Tensor):
         raise TypeError(f"weight must be a torch.Tensor, got {type(weight).__name__}")
-    if weight.ndim not in (1, 2):
-        raise ValueError(f"weight must be a (out_features, in_features) matrix or a (out_features,) bias, got shape {tuple(weight.shape)}")
+    if bias and weight.ndim != 1:
+        raise ValueError(f"with bias=True, weight must be a 1-D bias (n_heads * head_dim,), "
+                         f"got shape {tuple(weight.shape)}")
+    if not bias and weight.ndim != 2:
+        hint = "; to permute a bias, pass bias=True" if weight.ndim == 1 else ""
+        raise ValueError(f"weight must be a 2-D projection (n_heads * head_dim, in_features), "
+                         f"got shape {tuple(weight.shape)}{hint}")
     if isinstance(n_heads, bool) or not isinstance(n_heads, int):
         raise TypeError(f"n_heads must be an int, got {type(n_heads).__name__}")
     if n_heads <= 0:
@@ -85,7 +90,7 @@ def _check_weight(weight: Tensor, n_heads: int) -> int:
     return rows // n_heads
 
 
-def permute_qk_weight(weight: Tensor, n_heads: int) -> Tensor:
+def permute_qk_weight(weight: Tensor, n_heads: int, *, bias: bool = False) -> Tensor:
     """Convert a Meta (interleaved) q or k projection to the half-split layout (03_pairing, eq. ``weightperm``).
 
     Within each head the output rows are reordered by :func:`~ropelab.pairing.half_split_permutation`,
@@ -96,29 +101,34 @@ def permute_qk_weight(weight: Tensor, n_heads: int) -> Tensor:
     For grouped-query attention pass the number of key/value heads for k.
 
     Args:
-        weight: ``(n_heads * head_dim, in_features)`` or a bias ``(n_heads * head_dim,)``.
+        weight: ``(n_heads * head_dim, in_features)``, or with ``bias=True``
+            a bias ``(n_heads * head_dim,)`` (so that a flattened matrix is
+            never taken for a bias).
         n_heads: number of heads the rows split into.
+        bias: whether ``weight`` is the projection's 1-D bias.
 
     Returns:
         Tensor of ``weight``'s shape, dtype and device.
     """
-    head_dim = _check_weight(weight, n_heads)
+    head_dim = _check_weight(weight, n_heads, bias)
     rows = weight.shape[0]
     w = weight.reshape(n_heads, head_dim // 2, 2, *weight.shape[1:])
     return w.transpose(1, 2).reshape(rows, *weight.shape[1:])
 
 
-def unpermute_qk_weight(weight: Tensor, n_heads: int) -> Tensor:
+def unpermute_qk_weight(weight: Tensor, n_heads: int, *, bias: bool = False) -> Tensor:
     """Inverse of :func:`permute_qk_weight`: half-split q/k projection back to Meta's interleaved layout.
 
     Args:
-        weight: ``(n_heads * head_dim, in_features)`` or ``(n_heads * head_dim,)``.
+        weight: ``(n_heads * head_dim, in_features)``, or with ``bias=True``
+            a bias ``(n_heads * head_dim,)``.
         n_heads: number of heads the rows split into.
+        bias: whether ``weight`` is the projection's 1-D bias.
 
     Returns:
         Tensor of ``weight``'s shape, dtype and device.
     """
-    head_dim = _check_weight(weight, n_heads)
+    head_dim = _check_weight(weight, n_heads, bias)
     rows = weight.shape[0]
     w = weight.reshape(n_heads, 2, head_dim // 2, *weight.shape[1:])
     return w.transpose(1, 2).reshape(rows, *weight.shape[1:])

@@ -10,10 +10,45 @@ leaks between cells. Only the notebooks import this module.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-from matplotlib.figure import Figure
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, is_dataclass
 
-__all__: list[str] = []
+import matplotlib.patches as mpatches
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from .bench import cost_model
+from .complex import apply_rotary_complex, relative_score
+from .frequencies import full_turn_pairs, inv_freq, wavelengths
+from .matrix import elementwise_flops, floats_per_position, matmul_flops, rotation_matrix
+from .multi_axis import grid_positions, rope_scores_2d
+from .numerics import cos_error, cos_error_bound, log_positions
+from .pairing import half_split_permutation
+from .rotary import cos_sin
+from .scaling import ntk_scaled_base, scaled_inv_freq
+
+__all__ = [
+    "frequency_spectrum",
+    "pair_rotation",
+    "pair_score",
+    "pairing_diagram",
+    "score_comparison",
+    "rotation_matrix_sparsity",
+    "rotation_cost",
+    "cos_table",
+    "decode_scores",
+    "toeplitz_scores",
+    "long_term_decay",
+    "pair_turns",
+    "context_extension_factors",
+    "angle_precision",
+    "bench_ratios",
+    "patch_score_maps",
+]
 
 
 def _new_figure(nrows: int = 1, ncols: int = 1, *, width: float = 6.4, height: float = 4.0, **kw):
@@ -29,8 +64,6 @@ def _finish(fig: Figure, title: str) -> Figure:
 
 
 # --- 01_frequencies -------------------------------------------------------
-
-__all__ += ["frequency_spectrum"]
 
 
 def frequency_spectrum(
@@ -49,10 +82,6 @@ def frequency_spectrum(
         bases: the bases to compare, one line each.
         context_len: a context length in tokens to mark, or None.
     """
-    import torch
-
-    from .frequencies import full_turn_pairs, inv_freq, wavelengths
-
     fig, (ax_theta, ax_lambda) = _new_figure(1, 2, width=10.0, height=4.0)
     j = list(range(dim // 2))
     for base in bases:
@@ -77,12 +106,6 @@ def frequency_spectrum(
 
 # --- 02_complex_rotation --------------------------------------------------
 
-from collections.abc import Sequence  # noqa: E402  (kept in this chapter's section)
-
-import numpy as np  # noqa: E402
-
-__all__ += ["pair_rotation", "pair_score"]
-
 
 def pair_rotation(
     thetas: Sequence[float] = (1.0, 10000.0 ** (-126 / 128)),
@@ -105,10 +128,6 @@ def pair_rotation(
         pair: the pair (x₁, x₂) at position 0.
         names: panel titles' names for the frequencies (default θ = value).
     """
-    import torch
-
-    from .complex import apply_rotary_complex
-
     thetas = [float(t) for t in thetas]
     pos = list(positions)
     names = list(names) if names is not None else [f"θ = {t:.3g} rad/token" for t in thetas]
@@ -179,10 +198,6 @@ def pair_score(
         thetas: frequencies θ in rad per token.
         distances: the integer distances m − n on the x axis.
     """
-    import torch
-
-    from .complex import relative_score
-
     dist = torch.tensor(list(distances), dtype=torch.int64)
     qt = torch.tensor([q.real, q.imag], dtype=torch.float64)
     kt = torch.tensor([k.real, k.imag], dtype=torch.float64)
@@ -201,8 +216,6 @@ def pair_score(
 
 # --- 03_pairing -------------------------------------------------------------
 
-__all__ += ["pairing_diagram", "score_comparison"]
-
 
 def pairing_diagram(dim: int = 8) -> Figure:
     """Which channels form a pair in the interleaved and the half-split layouts, and how P moves them (03_pairing).
@@ -215,11 +228,6 @@ def pairing_diagram(dim: int = 8) -> Figure:
     Args:
         dim: head dimension d (even, small: 4 to 16 reads well).
     """
-    import matplotlib.patches as mpatches
-    import numpy as np
-
-    from .pairing import half_split_permutation
-
     perm_t = half_split_permutation(dim)
     perm, dest = perm_t.tolist(), perm_t.argsort().tolist()  # dest[k] = P(k), where channel k lands
     half = dim // 2
@@ -265,9 +273,6 @@ def score_comparison(reference, other, *, labels: tuple[str, str] = ("reference"
         A Figure with three heatmaps (reference, other, other - reference)
         and two colour bars.
     """
-    import numpy as np
-    import torch
-
     a = reference.detach().double().cpu().numpy() if isinstance(reference, torch.Tensor) else np.asarray(reference, float)
     b = other.detach().double().cpu().numpy() if isinstance(other, torch.Tensor) else np.asarray(other, float)
     if a.ndim != 2 or a.shape != b.shape:
@@ -291,8 +296,6 @@ def score_comparison(reference, other, *, labels: tuple[str, str] = ("reference"
 
 # --- 04_rotation_matrix ---------------------------------------------------
 
-__all__ += ["rotation_matrix_sparsity", "rotation_cost"]
-
 
 def rotation_matrix_sparsity(dim: int = 16, position: int = 100, base: float = 10000.0) -> Figure:
     """R_{Θ,m} in the interleaved and half-split layouts side by side (04_rotation_matrix, eqs. ``rmatrix``, ``rmat-conjugate``).
@@ -308,13 +311,6 @@ def rotation_matrix_sparsity(dim: int = 16, position: int = 100, base: float = 1
     Returns:
         A Figure with two image axes and a colour-bar axis.
     """
-    import numpy as np
-    import torch
-    from matplotlib.patches import Patch
-
-    from .frequencies import inv_freq
-    from .matrix import rotation_matrix
-
     theta = inv_freq(dim, base, dtype=torch.float64)
     cmap = plt.get_cmap("viridis").with_extremes(bad="white")
     fig, axes = _new_figure(1, 2, width=9.6, height=4.6)
@@ -354,8 +350,6 @@ def rotation_cost(dims: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)) 
     Returns:
         A Figure with two axes (two lines, then three).
     """
-    from .matrix import elementwise_flops, floats_per_position, matmul_flops
-
     d = list(dims)
     fig, (left, right) = _new_figure(1, 2, width=9.6, height=4.0)
     left.loglog(d, [matmul_flops(n) for n in d], "o-", base=2, label="dense R @ x: d(2d − 1)")
@@ -376,8 +370,6 @@ def rotation_cost(dims: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)) 
 
 # --- 05_cache_and_decoding ----------------------------------------------
 
-__all__ += ["cos_table", "decode_scores"]
-
 
 def cos_table(
     dim: int = 64,
@@ -391,11 +383,6 @@ def cos_table(
     side; interleaved shows every column twice in a row. A dashed line marks
     channel d/2 in the half-split panel.
     """
-    import torch
-
-    from .frequencies import inv_freq
-    from .rotary import cos_sin
-
     theta = inv_freq(dim, base, dtype=torch.float64)
     fig, axes = _new_figure(1, len(layouts), width=3.6 * len(layouts) + 1.0, height=4.2, squeeze=False)
     image = None
@@ -426,8 +413,6 @@ def decode_scores(correct, wrong, *, prompt_len: int, scale: float = 1.0) -> Fig
             were generated one per step and are shaded.
         scale: multiplies the scores before the softmax (1/√d in attention).
     """
-    import torch
-
     correct = torch.as_tensor(correct, dtype=torch.float64).cpu()
     wrong = torch.as_tensor(wrong, dtype=torch.float64).cpu()
     if correct.ndim != 1 or correct.shape != wrong.shape:
@@ -452,8 +437,6 @@ def decode_scores(correct, wrong, *, prompt_len: int, scale: float = 1.0) -> Fig
 
 # --- 06_attention_and_decay ---------------------------------------------
 
-__all__ += ["toeplitz_scores", "long_term_decay", "pair_turns"]
-
 
 def toeplitz_scores(scores, *, title: str = "RoPE scores for the same q and k at every position") -> Figure:
     """Heatmap of a score matrix S[m, n] (query position m down, key position n across).
@@ -464,7 +447,6 @@ def toeplitz_scores(scores, *, title: str = "RoPE scores for the same q and k at
     Args:
         scores: ``(Lq, Lk)`` real tensor (any device; drawn from a float64 CPU copy).
     """
-    import torch
     s = scores.detach().to("cpu", dtype=torch.float64)
     if s.ndim != 2:
         raise ValueError(f"scores must have shape (Lq, Lk), got {tuple(s.shape)}")
@@ -490,7 +472,6 @@ def long_term_decay(distances, bound, *, random_mean_abs, equal_qk, dim: int, ba
         bound, random_mean_abs, equal_qk: ``(n,)`` real tensors on any device.
         dim, base: the settings, for the titles.
     """
-    import torch
     x = torch.as_tensor(distances).cpu().numpy()
     curves = [torch.as_tensor(c).detach().to("cpu", dtype=torch.float64) for c in (bound, random_mean_abs, equal_qk)]
     if int(x[0]) != 0:
@@ -517,8 +498,6 @@ def pair_turns(dim: int = 128, bases=(10000.0, 500000.0), context: int = 4096) -
     (06_attention_and_decay, eq. ``attn-turns``.) Pairs above the dashed line
     (one turn) wrap around many times; pairs below it barely move.
     """
-    from .frequencies import wavelengths
-
     fig, ax = _new_figure()
     for base in bases:
         turns = context / wavelengths(dim, base)
@@ -532,8 +511,6 @@ def pair_turns(dim: int = 128, bases=(10000.0, 500000.0), context: int = 4096) -
 
 
 # --- 07_context_extension ------------------------------------------------
-
-__all__ += ["context_extension_factors"]
 
 
 def context_extension_factors(
@@ -569,13 +546,6 @@ def context_extension_factors(
     Returns:
         A Figure with one axis: one line per method plus the vertical line.
     """
-    import math
-
-    import torch
-
-    from .frequencies import inv_freq, wavelengths
-    from .scaling import ntk_scaled_base, scaled_inv_freq
-
     theta = inv_freq(dim, base, dtype=torch.float64)
     lam = wavelengths(dim, base).tolist()
 
@@ -623,8 +593,6 @@ def context_extension_factors(
 
 # --- 08_numerics ------------------------------------------------------------
 
-__all__ += ["angle_precision"]
-
 
 def angle_precision(
     dim: int = 128,
@@ -652,10 +620,6 @@ def angle_precision(
         cos_in_angle_dtype: round cos to the angle's dtype too (as a model's
             would be) instead of keeping it in float64.
     """
-    import torch
-
-    from .numerics import cos_error, cos_error_bound, log_positions
-
     dtypes = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
     colours = {"float64": "0.2", "float32": "tab:blue", "float16": "tab:orange", "bfloat16": "tab:red"}
     pos = log_positions(n_positions, max_position)
@@ -684,8 +648,6 @@ def angle_precision(
 
 # --- 09_performance -----------------------------------------------------------
 
-__all__ += ["bench_ratios"]
-
 
 def bench_ratios(results, *, model: bool = True) -> Figure:
     """Measured time of each method over its memory floor: bars per method and shape, one panel per dtype (09_performance).
@@ -707,10 +669,6 @@ def bench_ratios(results, *, model: bool = True) -> Figure:
     Returns:
         A Figure with one axis per dtype.
     """
-    from dataclasses import asdict, is_dataclass
-
-    from .bench import cost_model
-
     rows = [asdict(r) if is_dataclass(r) else dict(r) for r in results]
     if not rows:
         raise ValueError("results is empty")
@@ -756,8 +714,6 @@ def bench_ratios(results, *, model: bool = True) -> Figure:
 
 # --- 10_multi_axis ------------------------------------------------------------
 
-__all__ += ["patch_score_maps"]
-
 
 def patch_score_maps(
     q,
@@ -785,10 +741,6 @@ def patch_score_maps(
         query_xy: the query patch (column, row).
         layout: the pairing of q's and k's channels.
     """
-    import torch
-
-    from .multi_axis import grid_positions, rope_scores_2d
-
     if not theta_xys:
         raise ValueError("theta_xys must name at least one set of frequencies")
     qx, qy = query_xy

@@ -26,8 +26,8 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
+from . import frequencies  # frequencies.inv_freq: the name inv_freq is a parameter here
 from ._checks import check_base, check_dim, check_inv_freq
-from .frequencies import inv_freq as base_inv_freq
 
 __all__ = [
     "scaled_inv_freq",
@@ -109,14 +109,14 @@ def ntk_scaled_base(base: float, factor: float, dim: int) -> float:
 
 @_register("default")
 def _default(dim, base, params, seq_len, dtype):
-    return base_inv_freq(dim, base, dtype=dtype), 1.0
+    return frequencies.inv_freq(dim, base, dtype=dtype), 1.0
 
 
 @_register("linear", {"factor"})
 def _linear(dim, base, params, seq_len, dtype):
     """Position Interpolation: θ_j / s, i.e. position m is read as m / s."""
     factor = _factor(params, "linear")
-    return base_inv_freq(dim, base, dtype=dtype) / factor, 1.0
+    return frequencies.inv_freq(dim, base, dtype=dtype) / factor, 1.0
 
 
 @_register("dynamic", {"factor", "original_max_position_embeddings"})
@@ -126,7 +126,7 @@ def _dynamic(dim, base, params, seq_len, dtype):
     original = _original_len(params, "dynamic")
     length = original if seq_len is None else max(int(seq_len), original)
     new_base = base * ((factor * length / original) - (factor - 1)) ** (dim / (dim - 2))
-    return base_inv_freq(dim, new_base, dtype=dtype), 1.0
+    return frequencies.inv_freq(dim, new_base, dtype=dtype), 1.0
 
 
 def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
@@ -182,7 +182,7 @@ def yarn_ramp(
         ramp = ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
         return (1 - ramp).to(dtype)
     if form == "paper":
-        r = original * base_inv_freq(dim, base, dtype=torch.float64) / (2 * math.pi)
+        r = original * frequencies.inv_freq(dim, base, dtype=torch.float64) / (2 * math.pi)
         return ((r - beta_slow) / (beta_fast - beta_slow)).clamp(0, 1).to(dtype)
     raise ValueError(f"form must be 'code' or 'paper', got {form!r}")
 
@@ -207,7 +207,7 @@ def _yarn(dim, base, params, seq_len, dtype):
             attention_factor = yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim)
         else:
             attention_factor = yarn_mscale(factor)
-    theta = base_inv_freq(dim, base, dtype=dtype)
+    theta = frequencies.inv_freq(dim, base, dtype=dtype)
     keep = yarn_ramp(dim, base, original, beta_fast, beta_slow, truncate=params.get("truncate", True), dtype=dtype)
     return theta / factor * (1 - keep) + theta * keep, float(attention_factor)
 
@@ -220,7 +220,7 @@ def _llama3(dim, base, params, seq_len, dtype):
     low, high = params["low_freq_factor"], params["high_freq_factor"]
     if not (isinstance(low, (int, float)) and isinstance(high, (int, float)) and 0 < low < high):
         raise ValueError(f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low!r} and {high!r}")
-    theta = base_inv_freq(dim, base, dtype=dtype)
+    theta = frequencies.inv_freq(dim, base, dtype=dtype)
     wavelen = 2 * math.pi / theta
     low_freq_wavelen, high_freq_wavelen = original / low, original / high
     scaled = torch.where(wavelen > low_freq_wavelen, theta / factor, theta)
@@ -244,9 +244,9 @@ def _longrope(dim, base, params, seq_len, dtype):
     if attention_factor is None:
         attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
     key = "long_factor" if seq_len and seq_len > original else "short_factor"
+    # transformers divides once, 1 / (ext · base^(2j/d)); θ_j / ext is within an ulp of it
     ext = torch.tensor(params[key], dtype=dtype)
-    powers = base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(dtype) / dim)
-    return 1.0 / (ext * powers), float(attention_factor)
+    return frequencies.inv_freq(dim, base, dtype=dtype) / ext, float(attention_factor)
 
 
 ROPE_TYPES: tuple[str, ...] = tuple(_REGISTRY)

@@ -1,7 +1,5 @@
 """Tests for ropelab.attention: scores under RoPE and the long-term decay bound (chapter 06)."""
 
-# --- chapter 06 additions ---
-
 import cmath
 import math
 
@@ -22,8 +20,8 @@ from ropelab.attention import (
     is_toeplitz,
     pair_products,
     partial_phasor_sums,
-    relative_score,
     rope_scores,
+    score_at_distance,
 )
 
 F64 = torch.float64
@@ -118,7 +116,7 @@ def test_fixed_q_and_k_give_a_toeplitz_matrix_equal_to_the_closed_form(half, see
     scores = rope_scores(q.expand(length, dim), k.expand(length, dim), base=base, layout=layout)
     assert is_toeplitz(scores, tol=1e-9 * (1 + float(scores.abs().max())))
     m = torch.arange(length)
-    closed = relative_score(q, k, m[:, None] - m[None, :], base=base, layout=layout)
+    closed = score_at_distance(q, k, m[:, None] - m[None, :], base=base, layout=layout)
     torch.testing.assert_close(scores, closed, rtol=0, atol=1e-9 * (1 + float(scores.abs().max())))
 
 
@@ -131,9 +129,9 @@ def test_shifting_every_position_leaves_scores_unchanged(seed, shift):
 
 def test_relative_score_at_zero_is_the_plain_dot_product():
     q, k = randn(3, 10, seed=4), randn(3, 10, seed=5)
-    torch.testing.assert_close(relative_score(q, k, 0), (q * k).sum(-1), rtol=0, atol=1e-13)
-    assert relative_score(q, k, [0, 1, 2, -1]).shape == (3, 4)
-    assert relative_score(q[0], k, torch.arange(6).reshape(2, 3)).shape == (3, 2, 3)
+    torch.testing.assert_close(score_at_distance(q, k, 0), (q * k).sum(-1), rtol=0, atol=1e-13)
+    assert score_at_distance(q, k, [0, 1, 2, -1]).shape == (3, 4)
+    assert score_at_distance(q[0], k, torch.arange(6).reshape(2, 3)).shape == (3, 2, 3)
 
 
 def test_relative_score_for_equal_pairs_is_a_sum_of_cosines():
@@ -141,7 +139,7 @@ def test_relative_score_for_equal_pairs_is_a_sum_of_cosines():
     theta = inv_freq(8, dtype=F64)
     for delta in (0, 1, 30):
         expected = 2 * torch.cos(delta * theta).sum()
-        assert relative_score(ones, ones, delta).item() == pytest.approx(expected.item(), abs=1e-13)
+        assert score_at_distance(ones, ones, delta).item() == pytest.approx(expected.item(), abs=1e-13)
 
 
 @pytest.mark.parametrize("layout", ["half_split", "interleaved"])
@@ -151,7 +149,7 @@ def test_relative_score_matches_apply_rotary(layout):
     cm, sm = cos_sin([40], theta, layout=layout, dtype=F64)
     cn, sn = cos_sin([27], theta, layout=layout, dtype=F64)
     direct = apply_rotary(q[None], cm, sm, layout=layout) @ apply_rotary(k[None], cn, sn, layout=layout).T
-    assert relative_score(q, k, 13, layout=layout).item() == pytest.approx(direct.item(), abs=1e-12)
+    assert score_at_distance(q, k, 13, layout=layout).item() == pytest.approx(direct.item(), abs=1e-12)
 
 
 def test_pair_products_layouts_agree_and_sum_to_the_dot_product():
@@ -174,7 +172,7 @@ def test_abel_summation_and_the_bound(half, seed, delta):
     abel = -(s[1:] * (h_ext[1:] - h_ext[:-1])).sum()
     assert abs(complex(direct - abel)) <= 1e-9 * (1 + abs(complex(direct)))
     rhs = (h_ext[1:] - h_ext[:-1]).abs().max() * half * decay_bound(delta, dim)
-    assert abs(relative_score(q, k, delta, layout="interleaved").item()) <= abs(complex(direct)) + 1e-9
+    assert abs(score_at_distance(q, k, delta, layout="interleaved").item()) <= abs(complex(direct)) + 1e-9
     assert abs(complex(direct)) <= rhs.item() * (1 + 1e-12) + 1e-12
 
 
@@ -192,7 +190,7 @@ def test_is_toeplitz_by_hand():
 def test_float32_inputs_give_float32_scores():
     q = torch.randn(2, 5, 8)
     assert rope_scores(q, q).dtype == torch.float32 and rope_scores(q, q).shape == (2, 5, 5)
-    assert relative_score(q[0, 0], q[0, 1], [1, 2]).dtype == torch.float32
+    assert score_at_distance(q[0, 0], q[0, 1], [1, 2]).dtype == torch.float32
 
 
 def test_errors_name_the_argument():
@@ -212,7 +210,7 @@ def test_errors_name_the_argument():
     with pytest.raises(TypeError, match="distances must have an integer dtype"):
         decay_bound(torch.tensor([0.5]), 8)
     with pytest.raises(TypeError, match="distances must be an integer tensor"):
-        relative_score(q[0], q[1], "3")
+        score_at_distance(q[0], q[1], "3")
     with pytest.raises(ValueError, match=r"q's last axis \(dim\) must be even"):
         pair_products(torch.randn(5), torch.randn(5))
     with pytest.raises(ValueError, match=r"matrix must have shape \(\.\.\., M, N\)"):

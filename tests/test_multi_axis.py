@@ -1,7 +1,5 @@
 """Tests for ropelab.multi_axis: 2D axial and mixed RoPE, M-RoPE (chapter 10)."""
 
-# --- chapter 10 additions ---
-
 import functools
 import math
 from types import SimpleNamespace

@@ -1,7 +1,5 @@
 """Tests for ropelab.numerics: angle precision across dtypes (chapter 08)."""
 
-# --- chapter 08 additions ---
-
 import math
 
 import pytest

@@ -1,10 +1,17 @@
 """Tests for ropelab.plot: each figure function returns a labelled Figure."""
 
+import matplotlib
+import pytest
+import torch
 from matplotlib.figure import Figure
+from matplotlib.text import Annotation
 
-from ropelab import plot
+from ropelab import decay_bound, plot
+from ropelab.attention import rope_scores, score_at_distance
 
-# --- chapter 01 additions ---
+matplotlib.use("Agg")
+
+# --- 01_frequencies ---
 
 
 def test_frequency_spectrum():
@@ -31,12 +38,7 @@ def test_frequency_spectrum_without_context_line():
     assert len(fig.axes[1].get_lines()) == 1
 
 
-# --- chapter 02 additions ---
-import matplotlib
-
-matplotlib.use("Agg")
-
-
+# --- 02_complex_rotation ---
 
 
 def test_pair_rotation_panels_and_zoom():
@@ -75,7 +77,7 @@ def test_pair_score_lines_and_labels():
     assert max(abs(v) for v in y) <= abs(complex(1.0, 0.5)) * abs(complex(0.8, -0.4)) + 1e-12
 
 
-# --- chapter 04 additions ---
+# --- 04_rotation_matrix ---
 
 
 def test_rotation_matrix_sparsity():
@@ -103,10 +105,7 @@ def test_rotation_cost():
     assert fig.get_suptitle()
 
 
-# --- chapter 03 additions ---
-import pytest
-import torch
-from matplotlib.text import Annotation
+# --- 03_pairing ---
 
 
 @pytest.mark.parametrize("dim", [4, 8, 16])
@@ -137,7 +136,7 @@ def test_score_comparison():
         plot.score_comparison(a, a[:3])
 
 
-# --- chapter 08 additions ---
+# --- 08_numerics ---
 
 
 def test_angle_precision():
@@ -159,7 +158,7 @@ def test_angle_precision():
     fig2 = plot.angle_precision(dim=16, bases=(1e4,), n_positions=10, cos_in_angle_dtype=True)
     assert len(fig2.axes) == 1 and "angle's dtype" in fig2.get_suptitle()
 
-# --- chapter 05 additions ---
+# --- 05_cache_and_decoding ---
 
 
 def test_cos_table():
@@ -199,15 +198,7 @@ def test_decode_scores():
         plot.decode_scores(right, wrong[:3], prompt_len=2)
 
 
-"""Tests for ropelab.plot: each figure function returns a labelled Figure."""
-
-
-
 # --- 06_attention_and_decay ---
-
-
-from ropelab import decay_bound  # noqa: E402
-from ropelab.attention import relative_score, rope_scores  # noqa: E402
 
 
 def _labelled(ax):
@@ -227,8 +218,8 @@ def test_long_term_decay_two_panels():
     q, k = torch.randn(2, 5, 8, dtype=torch.float64)
     ones = torch.ones(8, dtype=torch.float64)
     fig = plot.long_term_decay(
-        d, decay_bound(d, 8), random_mean_abs=relative_score(q, k, d).abs().mean(0),
-        equal_qk=relative_score(ones, ones, d), dim=8, base=1e4,
+        d, decay_bound(d, 8), random_mean_abs=score_at_distance(q, k, d).abs().mean(0),
+        equal_qk=score_at_distance(ones, ones, d), dim=8, base=1e4,
     )
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     left, right = fig.axes
@@ -244,7 +235,7 @@ def test_pair_turns_one_line_per_base_plus_the_one_turn_line():
     assert len(ax.lines) == 4 and len(ax.get_legend().get_texts()) == 4
 
 
-# --- chapter 09 additions ---
+# --- 09_performance ---
 
 
 def test_bench_ratios():
@@ -272,7 +263,7 @@ def test_bench_ratios():
     fig2 = plot.bench_ratios([asdict(r) for r in results if r.dtype == "float32"], model=False)
     assert len(fig2.axes) == 1 and not fig2.axes[0].collections
 
-# --- chapter 10 additions ---
+# --- 10_multi_axis ---
 
 
 def test_patch_score_maps_one_heatmap_per_variant():
@@ -301,7 +292,7 @@ def test_patch_score_maps_one_heatmap_per_variant():
     with pytest.raises(ValueError, match="query_xy"):
         plot.patch_score_maps(q, q, {"axial": theta}, rows=4, cols=4, query_xy=(4, 0))
 
-# --- chapter 07 additions ---
+# --- 07_context_extension ---
 
 
 def test_context_extension_factors():

@@ -1,4 +1,9 @@
-"""Tests for ropelab.rotary: cos/sin tables, rotate_half and apply_rotary in both layouts."""
+"""Tests for ropelab.rotary: cos/sin tables, rotate_half and apply_rotary in both layouts.
+
+apply_rotary is checked against references it does not share code with:
+numbers worked out by hand, a pair-by-pair 2×2 rotation in float64 built from
+channel indices (:func:`pair_rotation`), and transformers' LLaMA code.
+"""
 
 import math
 
@@ -7,11 +12,35 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ropelab import _native, apply_rotary, cos_sin, inv_freq, rotate_half, to_half_split
-from ropelab.rotary import rotate_interleaved
+from ropelab import apply_rotary, cos_sin, inv_freq, rotate_half
+from ropelab import kernels
+from ropelab._checks import overlaps
+from ropelab.kernels import cpu
+from ropelab.rotary import rotate, rotate_interleaved
 
 LAYOUTS = ["half_split", "interleaved"]
 F64 = torch.float64
+
+
+def pair_indices(dim, layout):
+    """The channels (a, b) of each pair j: (j, j + dim/2) half-split, (2j, 2j+1) interleaved."""
+    if layout == "half_split":
+        return torch.arange(dim // 2), torch.arange(dim // 2) + dim // 2
+    return torch.arange(0, dim, 2), torch.arange(1, dim, 2)
+
+
+def pair_rotation(x, cos, sin, layout):
+    """An independent reference in float64: each pair (a, b) -> (a c - b s, a s + b c).
+
+    c and s are the tables' entries at the pair's first channel, so the
+    tables may have any layout-consistent content; no rotate_half, no cat.
+    """
+    ia, ib = pair_indices(x.shape[-1], layout)
+    x, c, s = x.double(), cos.double()[..., ia], sin.double()[..., ia]
+    a, b = x[..., ia], x[..., ib]
+    out = torch.empty(torch.broadcast_shapes(x.shape, cos.shape), dtype=F64)
+    out[..., ia], out[..., ib] = a * c - b * s, a * s + b * c
+    return out
 
 
 def rope(x, positions, layout, base=10000.0):
@@ -82,6 +111,15 @@ def test_keeps_dtype_shape_and_input(dtype, layout):
     assert torch.equal(x, before)
 
 
+def test_tables_of_other_dtypes_are_cast_to_x_first():
+    x = torch.randn(2, 5, 8)
+    cos, sin = cos_sin(torch.arange(5), inv_freq(8, dtype=F64), dtype=F64)
+    want = apply_rotary(x, cos.float(), sin.float())
+    assert torch.equal(apply_rotary(x, cos, sin.float()), want)
+    assert torch.equal(apply_rotary(x, cos.float(), sin), want)
+    assert apply_rotary(x.bfloat16(), cos, sin).dtype == torch.bfloat16
+
+
 def test_tables_computed_in_float32_whatever_the_output_dtype():
     # bf16 tables are the float32 ones rounded once, not cos of bf16 angles
     theta = inv_freq(64, 500000.0)
@@ -91,12 +129,14 @@ def test_tables_computed_in_float32_whatever_the_output_dtype():
     assert torch.equal(c16, c32.bfloat16()) and torch.equal(s16, s32.bfloat16())
 
 
-def test_partial_rotary_passes_the_rest_through():
-    x = torch.randn(2, 5, 12)
-    cos, sin = cos_sin(torch.arange(5), inv_freq(8))
-    out = apply_rotary(x, cos, sin, rotary_dim=8)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_partial_rotary_passes_the_rest_through(layout):
+    x = torch.randn(2, 5, 12, dtype=F64)
+    cos, sin = cos_sin(torch.arange(5) + 100, inv_freq(8, dtype=F64), layout=layout, dtype=F64)
+    out = apply_rotary(x, cos, sin, rotary_dim=8, layout=layout)
     assert torch.equal(out[..., 8:], x[..., 8:])
-    torch.testing.assert_close(out[..., :8], apply_rotary(x[..., :8].contiguous(), cos, sin))
+    torch.testing.assert_close(out[..., :8], pair_rotation(x[..., :8], cos, sin, layout),
+                               rtol=0, atol=1e-12)
 
 
 # Errors ------------------------------------------------------------------------
@@ -104,18 +144,24 @@ def test_partial_rotary_passes_the_rest_through():
 def test_cos_sin_shape_mismatch_named():
     x = torch.randn(2, 5, 8)
     cos, sin = cos_sin(torch.arange(6), inv_freq(8))
-    with pytest.raises(ValueError, match=r"cos must have shape \(\.\.\., seq, rotary_dim\) = \(\.\.\., 5, 8\).*got \(6, 8\)"):
+    with pytest.raises(ValueError, match=r"cos of shape \(6, 8\) does not broadcast to x of shape "
+                                         r"\(2, 5, 8\)"):
         apply_rotary(x, cos, sin)
     cos, sin = cos_sin(torch.arange(5), inv_freq(4))
-    with pytest.raises(ValueError, match=r"got \(5, 4\)"):
+    with pytest.raises(ValueError, match=r"cos's last axis must be rotary_dim = 8 .* got \(5, 4\)"):
         apply_rotary(x, cos, sin)
+    with pytest.raises(ValueError, match=r"cos and sin must have the same shape"):
+        apply_rotary(x, torch.ones(5, 8), torch.zeros(1, 8))
 
 
 def test_cos_sin_batch_mismatch_has_hint():
     x = torch.randn(2, 4, 5, 8)
     cos, sin = cos_sin(torch.arange(15).reshape(3, 5), inv_freq(8))
-    with pytest.raises(ValueError, match=r"does not broadcast.*cos\[:, None\]"):
+    with pytest.raises(ValueError, match=r"does not broadcast.*cos\.unsqueeze\(1\).*unsqueeze_dim"):
         apply_rotary(x, cos, sin)
+    cos, sin = cos_sin(torch.arange(5), inv_freq(8))  # (seq, dim) against (batch, seq, heads, dim)
+    with pytest.raises(ValueError, match=r"\(seq, 1, dim\) for x \(batch, seq, heads, dim\)"):
+        apply_rotary(torch.randn(2, 5, 4, 8), cos, sin)
 
 
 def test_unknown_layout():
@@ -165,13 +211,6 @@ def test_score_depends_only_on_distance(dim, m, n, shift, seed, layout):
     assert float(shifted) == pytest.approx(float(score), abs=1e-9 * (1 + float(q.norm() * k.norm())))
 
 
-@given(dim=dims, m=positions, seed=st.integers(0, 2**31 - 1))
-def test_layouts_are_the_same_rotation_relabelled(dim, m, seed):
-    x = torch.randn(2, dim, generator=torch.Generator().manual_seed(seed), dtype=F64)
-    torch.testing.assert_close(to_half_split(rope(x, [m, m + 1], "interleaved")),
-                               rope(to_half_split(x), [m, m + 1], "half_split"), rtol=0, atol=1e-12)
-
-
 @given(dim=dims, seed=st.integers(0, 2**31 - 1))
 def test_rotate_half_is_a_quarter_turn(dim, seed):
     x = torch.randn(dim, generator=torch.Generator().manual_seed(seed))
@@ -180,20 +219,83 @@ def test_rotate_half_is_a_quarter_turn(dim, seed):
     assert abs(float((rotate_half(x) * x).sum())) < 1e-4 * float(x.norm() ** 2 + 1)
 
 
+# Where the position axis is: (batch, heads, seq, dim), (batch, seq, heads, dim), packed tokens --
+
+
+@pytest.fixture(params=["kernel", "torch"])
+def path(request, monkeypatch):
+    """Run a test through the fused CPU kernel and again through the torch path (GPU, no compiler)."""
+    if request.param == "torch":
+        monkeypatch.setattr(cpu, "rotate", lambda *args: False)
+        yield request.param
+        return
+    if not cpu.status()["available"]:
+        pytest.skip(f"fused kernel unavailable: {cpu.status()['reason']}")
+    ran = []
+    kernel = cpu.rotate
+    monkeypatch.setattr(cpu, "rotate", lambda *args: ran.append(kernel(*args)) or ran[-1])
+    yield request.param
+    assert any(ran), "the kernel declined every call: this test did not run it"
+
+
+def axis_cases(layout, dtype):
+    """(x, cos, sin) with the position axis where each caller keeps it, positions per row."""
+    g = torch.Generator().manual_seed(7)
+    b, h, s, d = 2, 3, 9, 16
+    pos = torch.arange(s) + torch.tensor([[0], [500]])  # (batch, seq): two rows, two offsets
+    cos, sin = cos_sin(pos, inv_freq(d), layout=layout, dtype=dtype)  # (batch, seq, dim)
+    one = slice(0, 1)
+    return {
+        "bhsd": (torch.randn(b, h, s, d, generator=g).to(dtype), cos[one], sin[one]),
+        "bhsd per row": (torch.randn(b, h, s, d, generator=g).to(dtype), cos[:, None], sin[:, None]),
+        "bshd": (torch.randn(b, s, h, d, generator=g).to(dtype), cos[0][:, None], sin[0][:, None]),
+        "bshd per row": (torch.randn(b, s, h, d, generator=g).to(dtype),
+                         cos.unsqueeze(2), sin.unsqueeze(2)),
+        "bshd as a view": (torch.randn(b, h, s, d, generator=g).to(dtype).transpose(1, 2),
+                           cos.unsqueeze(2), sin.unsqueeze(2)),
+        "packed": (torch.randn(b * s, h, d, generator=g).to(dtype),
+                   cos.flatten(0, 1)[:, None], sin.flatten(0, 1)[:, None]),
+    }
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype, ulp", [(torch.float32, 2.0**-23), (torch.bfloat16, 2.0**-7)])
+@pytest.mark.parametrize("case", ["bhsd", "bhsd per row", "bshd", "bshd per row", "bshd as a view",
+                                  "packed"])
+@pytest.mark.parametrize("use_out", [False, True])
+def test_tables_broadcast_with_the_position_axis_anywhere(layout, dtype, ulp, case, use_out, path):
+    x, cos, sin = axis_cases(layout, dtype)[case]
+    out = torch.empty_like(x) if use_out else None
+    got = apply_rotary(x, cos, sin, layout=layout, out=out)
+    assert got.shape == x.shape and got.dtype == dtype and (out is None or got is out)
+    exact = pair_rotation(x, cos, sin, layout)  # tables already in x's dtype
+    assert float((got.double() - exact).abs().max()) <= 2 * ulp * float(x.abs().max())
+
+
+def test_bshd_equals_bhsd_transposed(path):
+    x, cos, sin = axis_cases("half_split", torch.float32)["bshd"]
+    got = apply_rotary(x, cos, sin)
+    transposed = apply_rotary(x.transpose(1, 2).contiguous(), cos[:, 0], sin[:, 0])
+    assert torch.equal(got, transposed.transpose(1, 2))
+
+
 # Agreement with transformers' LLaMA rotary code ------------------------------------
 
-transformers = pytest.importorskip("transformers")
-from transformers import LlamaConfig  # noqa: E402
-from transformers.models.llama.modeling_llama import (  # noqa: E402
-    LlamaRotaryEmbedding,
-    apply_rotary_pos_emb,
-)
 
+@pytest.fixture(scope="module")
+def llama():
+    """transformers' LLaMA rotary code, or a skip of the tests that need it (only those)."""
+    pytest.importorskip("transformers")
+    from transformers import LlamaConfig
+    from transformers.models.llama import modeling_llama
 
-def hf_rotary(head_dim=16, heads=4, base=10000.0):
-    config = LlamaConfig(hidden_size=head_dim * heads, num_attention_heads=heads, num_key_value_heads=heads,
-                         max_position_embeddings=4096, rope_parameters={"rope_type": "default", "rope_theta": base})
-    return LlamaRotaryEmbedding(config)
+    def rotary(head_dim=16, heads=4, base=10000.0):
+        config = LlamaConfig(hidden_size=head_dim * heads, num_attention_heads=heads,
+                             num_key_value_heads=heads, max_position_embeddings=4096,
+                             rope_parameters={"rope_type": "default", "rope_theta": base})
+        return modeling_llama.LlamaRotaryEmbedding(config)
+
+    return rotary, modeling_llama.apply_rotary_pos_emb
 
 
 @pytest.mark.parametrize("dtype, ulp", [(torch.float32, 2.0**-23), (torch.bfloat16, 2.0**-7)])
@@ -204,13 +306,13 @@ def hf_rotary(head_dim=16, heads=4, base=10000.0):
     torch.tensor([[0, 0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5, 6]]),  # per-row, left padded
     torch.tensor([[70000, 70001, 70002, 70003, 70004, 70005, 70006]]),  # far positions
 ])
-def test_matches_transformers_llama(dtype, ulp, base, position_ids):
+def test_matches_transformers_llama(llama, dtype, ulp, base, position_ids):
+    hf_rotary, apply_rotary_pos_emb = llama
     g = torch.Generator().manual_seed(0)
     batch = position_ids.shape[0]
     q = torch.randn(batch, 4, 7, 16, generator=g).to(dtype)
     k = torch.randn(batch, 4, 7, 16, generator=g).to(dtype)
-    hf = hf_rotary(base=base)
-    hf_cos, hf_sin = hf(q, position_ids)
+    hf_cos, hf_sin = hf_rotary(base=base)(q, position_ids)
     hf_q, hf_k = apply_rotary_pos_emb(q, k, hf_cos, hf_sin)
 
     cos, sin = cos_sin(position_ids, inv_freq(16, base), dtype=dtype)
@@ -222,45 +324,41 @@ def test_matches_transformers_llama(dtype, ulp, base, position_ids):
     atol = 2 * ulp * float(torch.cat((q, k)).abs().max())
     torch.testing.assert_close(out_q, hf_q, atol=atol, rtol=0)
     torch.testing.assert_close(out_k, hf_k, atol=atol, rtol=0)
-    if dtype == torch.float32 and _native.status()["available"]:  # the CPU kernel: transformers' bits exactly
+    if dtype == torch.float32 and cpu.status()["available"]:  # the CPU kernel: transformers' bits exactly
         assert torch.equal(out_q, hf_q) and torch.equal(out_k, hf_k)
 
 
-# The fast path against the plain formula (09_performance) -----------------------------
+@pytest.mark.parametrize("unsqueeze_dim", [1, 2])
+def test_matches_transformers_unsqueeze_dim(llama, unsqueeze_dim, path):
+    # transformers' unsqueeze_dim=2 is x (batch, seq, heads, dim) with tables (batch, seq, 1, dim)
+    hf_rotary, apply_rotary_pos_emb = llama
+    g = torch.Generator().manual_seed(1)
+    position_ids = torch.tensor([[3, 4, 5, 6, 7], [0, 0, 1, 2, 3]])
+    shape = (2, 4, 5, 16) if unsqueeze_dim == 1 else (2, 5, 4, 16)
+    q, k = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
+    hf_cos, hf_sin = hf_rotary()(q, position_ids)
+    hf_q, hf_k = apply_rotary_pos_emb(q, k, hf_cos, hf_sin, unsqueeze_dim=unsqueeze_dim)
+    cos, sin = hf_cos.unsqueeze(unsqueeze_dim), hf_sin.unsqueeze(unsqueeze_dim)
+    torch.testing.assert_close(apply_rotary(q, cos, sin), hf_q, rtol=0, atol=1e-6)
+    torch.testing.assert_close(apply_rotary(k, cos, sin), hf_k, rtol=0, atol=1e-6)
 
 
-@pytest.fixture(params=["kernel", "torch"])
-def path(request, monkeypatch):
-    """Run a test through the fused CPU kernel and again through the torch path (GPU, no compiler)."""
-    if request.param == "torch":
-        monkeypatch.setattr(_native, "rotate", lambda *args: False)
-        yield request.param
-        return
-    if not _native.status()["available"]:
-        pytest.skip(f"fused kernel unavailable: {_native.status()['reason']}")
-    ran = []
-    rotate = _native.rotate
-    monkeypatch.setattr(_native, "rotate", lambda *args: ran.append(rotate(*args)) or ran[-1])
-    yield request.param
-    assert any(ran), "the kernel declined every call: this test did not run it"
-
-def plain(x, cos, sin, layout):
-    rot = rotate_half if layout == "half_split" else rotate_interleaved
-    return x * cos.to(x.dtype) + rot(x) * sin.to(x.dtype)
+# The fast paths against the reference formula and the exact rotation (09_performance) ----
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("dtype, ulp", [(torch.float32, 2.0**-23), (torch.bfloat16, 2.0**-7), (F64, 2.0**-52),
-                                        (torch.float16, 2.0**-10)])
+@pytest.mark.parametrize("dtype, ulp", [(torch.float32, 2.0**-23), (torch.bfloat16, 2.0**-7),
+                                        (F64, 2.0**-52), (torch.float16, 2.0**-10)])
 @pytest.mark.parametrize("shape", [(2, 4, 33, 16), (1, 3, 1, 64), (5, 8)])
 def test_fast_path_equals_plain_formula_within_rounding(layout, dtype, ulp, shape, path):
     g = torch.Generator().manual_seed(1)
     x = (4 * torch.randn(shape, generator=g, dtype=F64)).to(dtype)
     cos, sin = cos_sin(torch.arange(shape[-2]) + 1000, inv_freq(shape[-1]), layout=layout)
-    got, ref = apply_rotary(x, cos, sin, layout=layout), plain(x, cos, sin, layout)
-    exact = plain(x.double(), cos.to(dtype).double(), sin.to(dtype).double(), layout)
+    got = apply_rotary(x, cos, sin, layout=layout)
+    ref = rotate(x, cos.to(dtype), sin.to(dtype), layout)
+    exact = pair_rotation(x, cos.to(dtype), sin.to(dtype), layout)
     scale = float(x.abs().max())
-    # each within two roundings of the exact result on the same (rounded) tables
+    # each within two roundings of the exact rotation on the same (rounded) tables
     assert float((got.double() - exact).abs().max()) <= 2 * ulp * scale
     assert float((ref.double() - exact).abs().max()) <= 2 * ulp * scale
 
@@ -270,74 +368,204 @@ def test_out_and_non_contiguous_inputs(layout, path):
     g = torch.Generator().manual_seed(2)
     x = torch.randn(2, 7, 4, 16, generator=g).transpose(1, 2)  # (batch, heads, seq, dim), seq-major storage
     cos, sin = cos_sin(torch.arange(7), inv_freq(16), layout=layout)
-    ref = plain(x, cos, sin, layout)
-    torch.testing.assert_close(apply_rotary(x, cos, sin, layout=layout), ref)
+    exact = pair_rotation(x, cos, sin, layout)
+    close = dict(rtol=0, atol=1e-5, check_dtype=False)
+    torch.testing.assert_close(apply_rotary(x, cos, sin, layout=layout), exact, **close)
     buf = torch.empty_like(x)
     res = apply_rotary(x, cos, sin, layout=layout, out=buf)
     assert res is buf
-    torch.testing.assert_close(buf, ref)
+    torch.testing.assert_close(buf, exact, **close)
     odd = torch.randn(2, 4, 7, 17, generator=g)[..., 1:]  # odd storage offset: no complex view
-    torch.testing.assert_close(apply_rotary(odd, cos, sin, layout=layout), plain(odd, cos, sin, layout))
+    torch.testing.assert_close(apply_rotary(odd, cos, sin, layout=layout),
+                               pair_rotation(odd, cos, sin, layout), **close)
+    columns = torch.randn(16, 7, generator=g).T  # channels 7 elements apart: the kernel declines
+    torch.testing.assert_close(apply_rotary(columns, cos, sin, layout=layout),
+                               pair_rotation(columns, cos, sin, layout), **close)
 
 
 def test_out_errors():
     x = torch.randn(3, 8)
     cos, sin = cos_sin(torch.arange(3), inv_freq(8))
-    with pytest.raises(ValueError, match="out must not share memory with x"):
+    with pytest.raises(ValueError, match="out must not overlap x"):
         apply_rotary(x, cos, sin, out=x)
     with pytest.raises(ValueError, match=r"out must match x: shape \(3, 8\), torch.float32"):
         apply_rotary(x, cos, sin, out=torch.empty(3, 8, dtype=torch.float64))
     with pytest.raises(TypeError, match="out must be a torch.Tensor"):
         apply_rotary(x, cos, sin, out=[0.0] * 24)
     table = sin.clone()
-    with pytest.raises(ValueError, match="out must not share memory with cos or sin"):
+    with pytest.raises(ValueError, match="out must not overlap cos or sin"):
         apply_rotary(x, cos, table, out=table)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_out_may_share_a_buffer_with_x_without_overlapping_it(layout, path):
+    # x and out are disjoint column blocks of one buffer (a fused QKV projection's output, say)
+    buf = torch.randn(3, 5, 32)
+    x, out = buf[..., :16], buf[..., 16:]
+    cos, sin = cos_sin(torch.arange(5), inv_freq(16), layout=layout)
+    expected = pair_rotation(x, cos, sin, layout)
+    assert apply_rotary(x, cos, sin, layout=layout, out=out) is out
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-5, check_dtype=False)
+    # rows of x interleaved with rows of out in one buffer: disjoint, accepted
+    rows = torch.randn(10, 16)
+    apply_rotary(rows[0::2], cos, sin, layout=layout, out=rows[1::2])
+    # real overlap is refused, however partial: a shift by one channel, one shared row
+    buf = torch.randn(6, 40)
+    with pytest.raises(ValueError, match="out must not overlap x"):
+        apply_rotary(buf[:5, :16], cos, sin, layout=layout, out=buf[:5, 1:17])
+    with pytest.raises(ValueError, match="out must not overlap x"):
+        apply_rotary(buf[:5, :16], cos, sin, layout=layout, out=buf.view(-1)[160:240].view(5, 16))
+    tables = torch.randn(2, 5, 16)
+    with pytest.raises(ValueError, match="out must not overlap cos or sin"):
+        apply_rotary(x[0], tables[0], tables[1], layout=layout, out=tables.view(-1)[40:120].view(5, 16))
+
+
+views = st.tuples(st.lists(st.integers(1, 4), min_size=1, max_size=3),
+                  st.lists(st.integers(0, 9), min_size=3, max_size=3), st.integers(0, 30))
+
+
+@given(a=views, b=views, b_dtype=st.sampled_from([torch.float32, torch.float16, torch.float64]))
+def test_overlap_is_exactly_a_shared_byte(a, b, b_dtype):
+    # out= is refused exactly when it shares a byte with x: compared with the sets of bytes
+    # that the two strided views of one buffer cover, listed element by element
+    buf = torch.zeros(1024, dtype=torch.uint8)  # room for every view below
+
+    def view(spec, dtype):
+        sizes, strides, offset = spec
+        es = torch.empty((), dtype=dtype).element_size()
+        t = buf.view(dtype)
+        strides = strides[: len(sizes)]
+        return t.as_strided(sizes, strides, offset), es
+
+    (ta, ea), (tb, eb) = view(a, torch.float32), view(b, b_dtype)
+
+    def bytes_of(t, es):
+        idx = torch.zeros(t.shape, dtype=torch.long)
+        for d, (n, stride) in enumerate(zip(t.shape, t.stride())):
+            idx = idx + (torch.arange(n) * stride).reshape([-1 if i == d else 1 for i in range(t.ndim)])
+        return {(t.storage_offset() + int(i)) * es + k for i in idx.flatten() for k in range(es)}
+
+    assert overlaps(ta, tb) == bool(bytes_of(ta, ea) & bytes_of(tb, eb))
+    assert not overlaps(ta, torch.zeros(3))  # another buffer
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")  # torch.func's own import
 def test_forward_mode_ad_and_torch_func_see_the_plain_formula(layout):
     # The fused kernel is opaque to forward-mode AD and torch.func, so apply_rotary takes the plain formula
-    # for them. RoPE is linear in x, so the tangent of apply_rotary(x) along t is apply_rotary(t).
+    # for them. RoPE is linear in x, so the tangent of apply_rotary(x) along t is the rotation of t.
     import torch.autograd.forward_ad as fwAD
 
     g = torch.Generator().manual_seed(4)
     x, t = torch.randn(2, 3, 7, 16, generator=g, dtype=F64), torch.randn(2, 3, 7, 16, generator=g, dtype=F64)
     cos, sin = cos_sin(torch.arange(7), inv_freq(16, dtype=F64), layout=layout, dtype=F64)
     rope = lambda v: apply_rotary(v, cos, sin, layout=layout)  # noqa: E731
+    close = dict(rtol=0, atol=1e-14)
     with fwAD.dual_level():
         primal, tangent = fwAD.unpack_dual(rope(fwAD.make_dual(x, t)))
-    torch.testing.assert_close(primal, plain(x, cos, sin, layout), rtol=0, atol=1e-15)
+    torch.testing.assert_close(primal, pair_rotation(x, cos, sin, layout), **close)
     assert tangent is not None
-    torch.testing.assert_close(tangent, plain(t, cos, sin, layout), rtol=0, atol=1e-15)
+    torch.testing.assert_close(tangent, pair_rotation(t, cos, sin, layout), **close)
     _, jvp_tangent = torch.func.jvp(rope, (x,), (t,))
-    torch.testing.assert_close(jvp_tangent, plain(t, cos, sin, layout), rtol=0, atol=1e-15)
-    torch.testing.assert_close(torch.func.vmap(rope)(x), plain(x, cos, sin, layout), rtol=0, atol=1e-15)
+    torch.testing.assert_close(jvp_tangent, pair_rotation(t, cos, sin, layout), **close)
+    torch.testing.assert_close(torch.func.vmap(rope)(x), pair_rotation(x, cos, sin, layout), **close)
 
 
-# --- chapter 10 additions ---
-
-
-@pytest.mark.parametrize("layout", ["half_split", "interleaved"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("rotary_dim", [None, 4])
 def test_apply_rotary_is_differentiable_in_x_and_in_the_tables(layout, rotary_dim):
-    # Training backpropagates through q and k, and RoPE-Mixed (10_multi_axis) learns the frequencies behind cos/sin.
+    # Training backpropagates through q and k, and RoPE-Mixed (10_multi_axis) learns the frequencies
+    # behind cos/sin.
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(5, 8, generator=g, dtype=torch.float64, requires_grad=True)
-    theta = torch.rand(4, generator=g, dtype=torch.float64, requires_grad=True)
-    theta_rot = theta[: (rotary_dim or 8) // 2]
-    a = torch.arange(5, dtype=torch.float64)[:, None] * theta_rot
+    x = torch.randn(5, 8, generator=g, dtype=F64, requires_grad=True)
+    theta = torch.rand(4, generator=g, dtype=F64, requires_grad=True)
+    rd = rotary_dim or 8
+    a = torch.arange(5, dtype=F64)[:, None] * theta[: rd // 2]
     a = torch.cat((a, a), -1) if layout == "half_split" else a.repeat_interleave(2, -1)
     out = apply_rotary(x, a.cos(), a.sin(), layout=layout, rotary_dim=rotary_dim)
-    with torch.no_grad():
-        expected = apply_rotary(x, a.cos(), a.sin(), layout=layout, rotary_dim=rotary_dim)
-    torch.testing.assert_close(out, expected, rtol=0, atol=1e-15)
-    out.square().sum().backward()
-    # rotations preserve norms, so d(Σ out²)/dx = 2x and the loss does not depend on the angles
-    torch.testing.assert_close(x.grad, 2 * x.detach(), rtol=0, atol=1e-12)
-    assert theta.grad is not None and float(theta.grad.abs().max()) < 1e-12
+    expected = pair_rotation(x.detach()[..., :rd], a.detach().cos(), a.detach().sin(), layout)
+    torch.testing.assert_close(out[..., :rd].detach(), expected, rtol=0, atol=1e-14)
+    assert torch.equal(out[..., rd:].detach(), x.detach()[..., rd:])
+    # d out_a/dθ_j = m·(−a s − b c) = −m·out_b and d out_b/dθ_j = m·out_a: the gradient of Σ w·out
+    w = torch.randn(5, 8, generator=g, dtype=F64)
+    (out * w).sum().backward()
+    ia, ib = pair_indices(rd, layout)
+    o, m = out.detach(), torch.arange(5, dtype=F64)[:, None]
+    d_theta = (m * (o[:, ia] * w[:, ib] - o[:, ib] * w[:, ia])).sum(0)
+    torch.testing.assert_close(theta.grad[: rd // 2], d_theta, rtol=0, atol=1e-12)
+    # and d(Σ w·out)/dx is w rotated back by −θ (the transpose of a rotation)
+    back = pair_rotation(w[..., :rd], a.detach().cos(), -a.detach().sin(), layout)
+    torch.testing.assert_close(x.grad[..., :rd], back, rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="out= cannot be used when x, cos or sin require grad"):
-        apply_rotary(x, a.cos(), a.sin(), layout=layout, rotary_dim=rotary_dim, out=torch.empty(5, 8, dtype=torch.float64))
+        apply_rotary(x, a.cos(), a.sin(), layout=layout, rotary_dim=rotary_dim,
+                     out=torch.empty(5, 8, dtype=F64))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("case", ["bhsd", "bshd", "packed"])
+def test_gradients_through_the_fast_paths_pass_gradcheck(layout, case, path):
+    # numerical derivatives of apply_rotary in float64 against its backward (the rotation by
+    # −θ through the same dispatch, and the tables' sums), first and second order; the angles
+    # are the inputs, as when frequencies are learnt (RoPE-Mixed, 10_multi_axis)
+    g = torch.Generator().manual_seed(9)
+    shape, a_shape = {"bhsd": ((2, 2, 3, 8), (3, 4)), "bshd": ((2, 3, 2, 8), (3, 1, 4)),
+                      "packed": ((5, 2, 8), (5, 1, 4))}[case]
+    x = torch.randn(shape, generator=g, dtype=F64, requires_grad=True)
+    a = torch.randn(a_shape, generator=g, dtype=F64, requires_grad=True)
+
+    def rope(x, a):
+        a2 = torch.cat((a, a), -1) if layout == "half_split" else a.repeat_interleave(2, -1)
+        return apply_rotary(x, a2.cos(), a2.sin(), layout=layout)
+
+    assert torch.autograd.gradcheck(rope, (x, a))
+    assert torch.autograd.gradgradcheck(rope, (x, a))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_backward_is_exact_for_tables_whose_pairs_differ(layout):
+    # the backward's rotation by −θ swaps the two sin entries of each pair, so it is the
+    # transpose for any tables, not only for those whose pairs share an angle (the fused
+    # kernel's forward takes such tables entry by entry)
+    if not cpu.status()["available"]:
+        pytest.skip(f"fused kernel unavailable: {cpu.status()['reason']}")
+    g = torch.Generator().manual_seed(10)
+    x = torch.randn(2, 3, 5, 8, generator=g, dtype=F64, requires_grad=True)
+    cos = torch.randn(5, 8, generator=g, dtype=F64, requires_grad=True)
+    sin = torch.randn(5, 8, generator=g, dtype=F64, requires_grad=True)
+    w = torch.randn(2, 3, 5, 8, generator=g, dtype=F64)
+    got = torch.autograd.grad((apply_rotary(x, cos, sin, layout=layout) * w).sum(), (x, cos, sin))
+    want = torch.autograd.grad((rotate(x, cos, sin, layout) * w).sum(), (x, cos, sin))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_torch_compile_sees_one_graph_forward_and_backward(layout):
+    # fullgraph: no graph break anywhere in apply_rotary (the C kernel steps aside while
+    # torch traces); aot_eager runs the traced graph and its backward without code generation
+    x = torch.randn(2, 4, 9, 16, dtype=F64, requires_grad=True)
+    cos, sin = cos_sin(torch.arange(9), inv_freq(16, dtype=F64), layout=layout, dtype=F64)
+    compiled = torch.compile(lambda v: apply_rotary(v, cos, sin, layout=layout), fullgraph=True,
+                             backend="aot_eager")
+    y = compiled(x)
+    torch.testing.assert_close(y, pair_rotation(x.detach(), cos, sin, layout), rtol=0, atol=1e-12)
+    w = torch.randn(2, 4, 9, 16, dtype=F64)
+    (grad,) = torch.autograd.grad((y * w).sum(), x)
+    torch.testing.assert_close(grad, pair_rotation(w, cos, -sin, layout), rtol=0, atol=1e-12)
+
+
+def test_training_goes_through_the_fast_path_both_ways(path):
+    x = torch.randn(2, 4, 9, 16, requires_grad=True)
+    cos, sin = cos_sin(torch.arange(9), inv_freq(16))
+    calls = []
+    original = kernels.rotate_into
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "rotate_into", lambda *a, **k: calls.append(a[1].shape) or original(*a, **k))
+        y = apply_rotary(x, cos, sin)
+        y.backward(torch.ones_like(y))
+    assert len(calls) == 2  # the forward pass and the gradient's rotation by −θ
+    torch.testing.assert_close(x.grad, pair_rotation(torch.ones_like(x), cos, -sin, "half_split"),
+                               rtol=0, atol=1e-6, check_dtype=False)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -352,8 +580,8 @@ def test_cache_blocked_path_equals_plain_formula(layout, dtype, shape, per_row, 
     cos, sin = cos_sin(pos, inv_freq(shape[-1]), layout=layout, dtype=dtype)
     if per_row:
         cos, sin = cos[:, None], sin[:, None]
-    got, ref = apply_rotary(x, cos, sin, layout=layout), plain(x, cos, sin, layout)
+    got, ref = apply_rotary(x, cos, sin, layout=layout), rotate(x, cos, sin, layout)
     ulp = 2.0**-23 if dtype == torch.float32 else 2.0**-7
-    exact = plain(x.double(), cos.to(dtype).double(), sin.to(dtype).double(), layout)
+    exact = pair_rotation(x, cos, sin, layout)
     assert float((got.double() - exact).abs().max()) <= 2 * ulp * float(x.abs().max())
     torch.testing.assert_close(got, ref, rtol=2 * ulp, atol=2 * ulp * float(x.abs().max()))

@@ -1,4 +1,4 @@
-"""Tests for ropelab._native: the fused CPU kernel behind apply_rotary (09_performance).
+"""Tests for ropelab.kernels.cpu: the fused CPU kernel behind apply_rotary (09_performance).
 
 The kernel must equal the plain formula bit for bit in float32 and float64,
 equal the float32 formula rounded once in bfloat16 and float16, split rows
@@ -8,13 +8,17 @@ apply_rotary working (through the torch path) wherever it cannot be built.
 
 import json
 import os
+import stat
 import subprocess
 import sys
+import time
+import warnings
 
 import pytest
 import torch
 
-from ropelab import _native, apply_rotary, cos_sin, inv_freq, rotate_half
+from ropelab.kernels import cpu as _native
+from ropelab import apply_rotary, cos_sin, inv_freq, rotate_half
 from ropelab.bench import trace_traffic
 from ropelab.rotary import rotate_interleaved
 
@@ -160,6 +164,7 @@ def test_coalesce_merges_contiguous_axes_and_drops_size_one():
 
 def _fresh_state(monkeypatch, tmp_path, **env):
     monkeypatch.setattr(_native, "_state", {})
+    monkeypatch.setattr(_native, "_warned", False)
     monkeypatch.setenv("ROPELAB_CACHE_DIR", str(tmp_path))
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -177,11 +182,17 @@ def test_without_a_working_compiler_apply_rotary_takes_the_torch_path(monkeypatc
     assert status["available"] is False and why in status["reason"]
     assert list(tmp_path.iterdir()) == []  # nothing half-built left in the cache
     g = torch.Generator().manual_seed(3)
-    for layout in LAYOUTS:
-        x = torch.randn(2, 3, 7, 16, generator=g)
-        cos, sin = tables(torch.arange(7), 16, layout, torch.float32)
-        assert not _native.rotate(torch.empty_like(x), x, cos, sin, layout)
-        torch.testing.assert_close(apply_rotary(x, cos, sin, layout=layout), plain(x, cos, sin, layout))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for layout in LAYOUTS:
+            x = torch.randn(2, 3, 7, 16, generator=g)
+            cos, sin = tables(torch.arange(7), 16, layout, torch.float32)
+            assert not _native.rotate(torch.empty_like(x), x, cos, sin, layout)
+            torch.testing.assert_close(apply_rotary(x, cos, sin, layout=layout), plain(x, cos, sin, layout))
+    # one warning in the process, naming the reason; none when the user turned the kernel off
+    expected = 0 if why == "disabled by ROPELAB_NATIVE" else 1
+    assert [str(w.message) for w in caught if why in str(w.message)] == [str(w.message) for w in caught]
+    assert len(caught) == expected
 
 
 @needs_kernel
@@ -203,7 +214,7 @@ def test_a_compiler_without_openmp_or_avx2_still_builds_a_serial_kernel(monkeypa
 
 @needs_kernel
 def test_compiled_once_then_loaded_from_the_cache(tmp_path):
-    script = ("import json, ropelab._native as n; s = n.status(); "
+    script = ("import json, ropelab.kernels.cpu as n; s = n.status(); "
               "print(json.dumps([s['available'], s['reason'], s['compile_s']]))")
     env = {**os.environ, "ROPELAB_CACHE_DIR": str(tmp_path)}
     runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
@@ -212,3 +223,153 @@ def test_compiled_once_then_loaded_from_the_cache(tmp_path):
     assert first[:2] == [True, "compiled"] and first[2] > 0
     assert second == [True, "loaded from cache", None]
     assert len(list(tmp_path.glob("rotary-*.so"))) == 1
+
+
+# The cache holds code this process will run: nothing another user could have written is loaded ------
+
+
+PLANTED_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void planted(void) {
+    FILE *f = fopen(getenv("ROPELAB_TEST_MARKER"), "w");
+    if (f) { fputs("the planted library ran", f); fclose(f); }
+}
+int ropelab_features(void) { return 0; }
+"""
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """A shared library whose constructor writes a marker file, and the name the loader expects."""
+    if _native._compiler() is None or os.name == "nt":
+        pytest.skip("no C compiler")
+    work = tmp_path_factory.mktemp("planted")
+    (work / "planted.c").write_text(PLANTED_C)
+    subprocess.run([*_native._compiler(), "-shared", "-fPIC", str(work / "planted.c"), "-o",
+                    str(work / "planted.so")], check=True)
+    return (work / "planted.so").read_bytes(), _native._library_name(_native._compiler())
+
+
+def _plant(directory, planted, mode=0o700, owner=None):
+    data, name = planted
+    directory.mkdir(exist_ok=True)
+    path = directory / name
+    path.write_bytes(data)
+    path.chmod(mode)
+    if owner is not None:
+        os.chown(path, owner, -1)
+    return path
+
+
+def _kernel_still_exact():
+    x = torch.randn(2, 3, 5, 16, generator=torch.Generator().manual_seed(8))
+    cos, sin = tables(torch.arange(5), 16, "half_split", torch.float32)
+    torch.testing.assert_close(apply_rotary(x, cos, sin), plain(x, cos, sin, "half_split"))
+
+
+@needs_kernel
+def test_new_cache_directory_and_library_are_private(monkeypatch, tmp_path):
+    _fresh_state(monkeypatch, tmp_path / "a" / "cache")
+    status = _native.status()
+    assert status["available"] and status["reason"] == "compiled"
+    assert stat.S_IMODE(os.stat(tmp_path / "a" / "cache").st_mode) == 0o700
+    assert os.stat(status["path"]).st_mode & 0o077 == 0
+
+
+@needs_kernel
+@pytest.mark.parametrize("how", ["writable by others", "another owner"])
+def test_a_planted_library_is_deleted_and_rebuilt_never_run(monkeypatch, tmp_path, planted, how):
+    if how == "another owner" and os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    marker = tmp_path / "marker"
+    if how == "writable by others":
+        path = _plant(cache, planted, mode=0o666)
+    else:
+        path = _plant(cache, planted, owner=os.geteuid() + 4242)
+    _fresh_state(monkeypatch, cache, ROPELAB_TEST_MARKER=str(marker))
+    status = _native.status()
+    assert status["available"] and status["reason"] == "compiled"
+    assert status["replaced"].startswith(f"deleted {path.name}")
+    assert ("writable by other users" if how == "writable by others" else "owned by uid") in status["replaced"]
+    assert not marker.exists(), "the planted library's code ran"
+    assert _native._untrusted(path) is None  # what is there now is this user's own build
+    _kernel_still_exact()
+
+
+@pytest.mark.parametrize("mode, problem", [(0o777, "writable by other users"),
+                                           (0o770, "writable by other users")])
+def test_a_cache_directory_others_can_write_is_refused(monkeypatch, tmp_path, planted, mode, problem):
+    cache = tmp_path / "cache"
+    _plant(cache, planted)
+    cache.chmod(mode)
+    marker = tmp_path / "marker"
+    _fresh_state(monkeypatch, cache, ROPELAB_TEST_MARKER=str(marker))
+    with pytest.warns(RuntimeWarning, match=f"kernel is unavailable.*{problem}") as caught:
+        _kernel_still_exact()
+        _kernel_still_exact()  # the warning comes once
+    assert len([w for w in caught if w.category is RuntimeWarning]) == 1
+    status = _native.status()
+    assert not status["available"] and "chmod 700" in status["reason"]
+    assert not marker.exists(), "the planted library's code ran"
+
+
+def test_a_directory_above_the_cache_others_can_replace_is_refused(monkeypatch, tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # anyone could rename our cache and put theirs in its place
+    _fresh_state(monkeypatch, shared / "cache")
+    with pytest.warns(RuntimeWarning, match="can be changed by other users"):
+        _kernel_still_exact()
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)  # as /tmp: others may add entries but not replace ours
+    _fresh_state(monkeypatch, sticky / "cache")
+    if _native._compiler() is not None:
+        assert _native.status()["available"]
+
+
+@needs_kernel
+def test_a_corrupt_library_is_rebuilt_once(monkeypatch, tmp_path, planted):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    (cache / planted[1]).write_bytes(b"\x7fELF truncated by a full disk")
+    _fresh_state(monkeypatch, cache)
+    status = _native.status()
+    assert status["available"] and status["reason"] == "compiled"
+    assert status["replaced"] == f"rebuilt {planted[1]}, which did not load"
+    _kernel_still_exact()
+
+
+@needs_kernel
+def test_a_library_that_never_loads_falls_back_after_one_rebuild(monkeypatch, tmp_path):
+    builds = []
+
+    def broken_build(cc, target):
+        builds.append(target)
+        target.write_bytes(b"not a library")
+        target.chmod(0o700)
+
+    _fresh_state(monkeypatch, tmp_path / "cache")
+    monkeypatch.setattr(_native, "_build", broken_build)
+    with pytest.warns(RuntimeWarning, match="does not load after a rebuild"):
+        _kernel_still_exact()
+    assert len(builds) == 2
+
+
+@needs_kernel
+def test_old_builds_do_not_pile_up(monkeypatch, tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    old = time.time() - 7200
+    for i in range(6):
+        (cache / f"rotary-old{i}.so").write_bytes(b"an older build")
+        os.utime(cache / f"rotary-old{i}.so", (old + i, old + i))
+    (cache / "tmp-killed.so").write_bytes(b"a compile that was killed")
+    os.utime(cache / "tmp-killed.so", (old, old))
+    _fresh_state(monkeypatch, cache)
+    status = _native.status()
+    newest = {os.path.basename(status["path"]), "rotary-old5.so", "rotary-old4.so", "rotary-old3.so"}
+    assert _native._KEEP == 4 and {p.name for p in cache.iterdir()} == newest

@@ -1,6 +1,6 @@
 /* ropelab's fused CPU kernel: out = x*cos + rot(x)*sin in one pass (09_performance).
  *
- * Compiled on first use by ropelab's kernel loader and called through ctypes;
+ * Compiled on first use by ropelab/kernels/cpu.py and called through ctypes;
  * when no C compiler is found ropelab falls back to its torch path, so nothing
  * here is required. One call rotates every row (the last axis, d channels) of
  * a problem of up to MAXD leading axes, split between threads with OpenMP when
