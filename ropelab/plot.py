@@ -652,13 +652,14 @@ def angle_precision(
 def bench_ratios(results, *, model: bool = True) -> Figure:
     """Measured time of each method over its memory floor: bars per method and shape, one panel per dtype (09_performance).
 
-    The y axis is log scaled. A dashed line marks the floor (1×: the copy that
-    reads and writes the same bytes, ``copy`` or ``copy_out``), a grey band the
-    HF formula ``x*cos + rotate_half(x)*sin``. With ``model`` a black tick per
-    method marks the bytes it moves over the floor's, by
-    :func:`ropelab.bench.cost_model` (eq. ``perf-floor``): where the bar stands
+    The y axis is log scaled. A dashed line marks the floor (1×: ``copy_``,
+    which reads and writes the same bytes into a preallocated buffer), a grey
+    band the HF formula ``x*cos + rotate_half(x)*sin``. With ``model`` a black
+    tick per method marks the bytes it moves over the floor's, by
+    :func:`ropelab.cost.cost_model` (eq. ``perf-floor``): where the bar stands
     far above its tick, something other than memory traffic costs the time
-    (arithmetic for the dense R, per-call overhead for tiny tensors).
+    (allocation for ``clone`` and every method that returns new tensors,
+    arithmetic for the dense R, per-call overhead for tiny tensors).
 
     Args:
         results: :class:`ropelab.bench.Result` objects or their dicts (as in
@@ -674,7 +675,7 @@ def bench_ratios(results, *, model: bool = True) -> Figure:
         raise ValueError("results is empty")
     dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
     shapes = list(dict.fromkeys(tuple(r["shape"]) for r in rows))
-    methods = [m for m in dict.fromkeys(r["method"] for r in rows) if m not in ("copy", "copy_out")]
+    methods = [m for m in dict.fromkeys(r["method"] for r in rows) if m != "copy_"]
     width = 0.8 / len(shapes)
     fig, axes = _new_figure(1, len(dtypes), width=1.0 + 5.4 * len(dtypes), height=5.0, sharey=True, squeeze=False)
     for ax, dtype in zip(axes[0], dtypes):
@@ -694,7 +695,7 @@ def bench_ratios(results, *, model: bool = True) -> Figure:
                     ax.text(x, 1.15, "skipped", rotation=90, ha="center", va="bottom", fontsize="x-small",
                             color=f"C{k}")
             ax.bar(xs, ys, width, color=f"C{k}", label=f"shape {shape}", zorder=2)
-        ax.axhline(1.0, color="0.2", ls="--", lw=1.2, label="memory floor (copy) = 1×", zorder=3)
+        ax.axhline(1.0, color="0.2", ls="--", lw=1.2, label="memory floor (copy_) = 1×", zorder=3)
         if model:
             ticks = [
                 (j, cost_model(int(shapes[0][-1]), dtype, method=m).ratio_floor) for j, m in enumerate(methods)
@@ -706,7 +707,7 @@ def bench_ratios(results, *, model: bool = True) -> Figure:
         ax.set_xlabel("method")
         ax.set_title(dtype, fontsize="medium")
         ax.grid(True, axis="y", which="major", alpha=0.3)
-    axes[0][0].set_ylabel("median time / floor's median time (×)")
+    axes[0][0].set_ylabel("time / time of copy_ (×)")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize="small")
     return _finish(fig, "Time of each method over the memory floor (log scale; lower is better)")

@@ -244,21 +244,21 @@ def test_bench_ratios():
     from ropelab import bench
 
     results = bench.run([(1, 2, 8, 16), (2, 1, 1, 16)], ("float32", "bfloat16"), min_runs=1, min_time=0)
-    results[-1].median_s = results[-1].ratio_floor = results[-1].ratio_hf = None  # a skipped method: no bar
+    results[-1].best_s = results[-1].ratio_floor = results[-1].ratio_hf = None  # a skipped method: no bar
     fig = plot.bench_ratios(results)
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 2  # one panel per dtype
-    n_methods = len(bench.METHODS) - 2  # the floors are the line at 1, not bars
+    n_methods = len(bench.METHODS) - 1  # the floor is the line at 1, not a bar
     for ax, dtype, bars in zip(fig.axes, ("float32", "bfloat16"), (2 * n_methods, 2 * n_methods - 1)):
         assert ax.get_title() == dtype and ax.get_xlabel() == "method" and ax.get_yscale() == "log"
         assert len(ax.patches) == bars + 1  # bars + the HF band
-        assert [t.get_text() for t in ax.get_xticklabels()][0] == "hf"
+        assert [t.get_text() for t in ax.get_xticklabels()][:2] == ["clone", "hf"]
         assert ax.get_lines()[0].get_ydata()[0] == 1.0  # the floor
     assert fig.axes[0].get_ylabel() and fig.get_suptitle()
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "the HF formula" in labels and "shape (1, 2, 8, 16)" in labels and len(labels) == 5
     # the ticks of the cost model: the HF formula moves five times the floor's bytes
-    assert fig.axes[0].collections[0].get_offsets()[0][1] == 5.0
+    assert fig.axes[0].collections[0].get_offsets()[1][1] == 5.0
     # dicts from a --json file work the same, and the model ticks can be left out
     fig2 = plot.bench_ratios([asdict(r) for r in results if r.dtype == "float32"], model=False)
     assert len(fig2.axes) == 1 and not fig2.axes[0].collections
