@@ -318,3 +318,30 @@ def test_context_extension_factors_optional_lines():
     assert len(fig.axes[0].get_lines()) == 4  # PI, NTK-aware, YaRN and the vertical line
     with pytest.raises(ValueError, match="dim // 2 = 32"):
         plot.context_extension_factors(dim=64, longrope_factors=[1.0] * 3)
+
+
+def test_cost_bars():
+    fig = plot.cost_bars(["copy_", "clone", "hf"], dim=16, dtype="bfloat16")
+    ax = fig.axes[0]
+    heights = [p.get_height() for p in ax.patches]
+    # read, written (stacked) and allocated per method, over the floor 2ds: hf reads 2.75, writes 2.25
+    assert heights[:3] == [0.5, 0.5, 2.75] and heights[3:6] == [0.5, 0.5, 2.25] and heights[6:] == [0.0, 0.5, 2.25]
+    assert ax.get_ylabel() and ax.get_xlabel() == "method" and fig.get_suptitle()
+    with pytest.raises(ValueError, match="methods is empty"):
+        plot.cost_bars([])
+
+
+def test_bench_grid():
+    from ropelab.bench import GridResult
+
+    grid = [GridResult(dt, lay, order, (1, 2, s, 16), "out", "copy_", 1.0, 1.0, r)
+            for dt in ("float32", "bfloat16") for lay in ("half_split", "interleaved")
+            for order in ("heads", "positions") for s, r in ((256, 1.5), (4096, 1.1))]
+    grid.append(GridResult("bfloat16", "half_split", "heads", (4, 2, 1, 16), "out", "hf", 1.0, 2.0, 0.5))
+    goals = [{"against": "copy_", "dtypes": ["float32"], "shapes": [[1, 2, 256, 16]], "limit": 2.0}]
+    fig = plot.bench_grid(grid, goals)
+    assert [ax.get_title() for ax in fig.axes] == ["float32", "bfloat16"]
+    assert len(fig.axes[0].get_lines()) == 4 + 1 + 1 and len(fig.axes[1].get_lines()) == 4 + 1  # goal in float32
+    assert list(fig.axes[0].get_lines()[0].get_ydata()) == [1.5, 1.1]
+    with pytest.raises(ValueError, match="no results against copy_"):
+        plot.bench_grid(grid[-1:])
