@@ -67,9 +67,15 @@ __all__ = [
     "verdicts",
 ]
 
-DEFAULT_SHAPES: tuple[tuple[int, int, int, int], ...] = ((1, 32, 4096, 128), (8, 32, 512, 128), (64, 32, 1, 128))
+DEFAULT_SHAPES: tuple[tuple[int, int, int, int], ...] = (
+    (1, 32, 4096, 128),
+    (8, 32, 512, 128),
+    (64, 32, 1, 128),
+)
 DENSE_R_LIMIT_BYTES = 64 * 2**20  # skip dense R when its (seq, d, d) table exceeds this
-SAMPLE_SECONDS = 2e-3  # one timed sample runs a candidate often enough to last about this long
+SAMPLE_SECONDS = (
+    2e-3  # one timed sample runs a candidate often enough to last about this long
+)
 DATA = Path(__file__).parent / "data"
 DEFAULT_GOALS = DATA / "bench_goals.json"
 # The results chapter 09 reads, written by
@@ -83,7 +89,10 @@ REFERENCE_RESULTS = DATA / "bench_cpu.json"
 
 def _sample(device: torch.device, fn: Callable[[], object], number: int) -> float:
     if device.type == "cuda":
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin, end = (
+            torch.cuda.Event(enable_timing=True),
+            torch.cuda.Event(enable_timing=True),
+        )
         torch.cuda.synchronize(device)
         begin.record()
         for _ in range(number):
@@ -98,7 +107,11 @@ def _sample(device: torch.device, fn: Callable[[], object], number: int) -> floa
 
 
 def time_interleaved(
-    device: torch.device, fns: dict[str, Callable[[], object]], *, rounds: int = 10, min_time: float = 0.5,
+    device: torch.device,
+    fns: dict[str, Callable[[], object]],
+    *,
+    rounds: int = 10,
+    min_time: float = 0.5,
 ) -> dict[str, tuple[float, float, int]]:
     """Time several candidates in interleaved rounds: name -> (fastest, median seconds per call, calls).
 
@@ -114,11 +127,15 @@ def time_interleaved(
         numbers[name] = max(1, int(SAMPLE_SECONDS / max(first, 1e-7)))
     times: dict[str, list[float]] = {name: [] for name in fns}
     start = time.perf_counter()
-    while len(times[next(iter(fns))]) < rounds or (time.perf_counter() - start < min_time
-                                                  and len(times[next(iter(fns))]) < 200):
+    while len(times[next(iter(fns))]) < rounds or (
+        time.perf_counter() - start < min_time and len(times[next(iter(fns))]) < 200
+    ):
         for name, fn in fns.items():
             times[name].append(_sample(device, fn, numbers[name]))
-    return {name: (min(t), statistics.median(t), len(t) * numbers[name]) for name, t in times.items()}
+    return {
+        name: (min(t), statistics.median(t), len(t) * numbers[name])
+        for name, t in times.items()
+    }
 
 
 # The methods --------------------------------------------------------------------------------
@@ -150,14 +167,18 @@ def _hf(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return x * cos + _hf_rotate_half(x) * sin
 
 
-def _methods(q: Tensor, k: Tensor, device: torch.device) -> dict[str, tuple[Callable[[], object] | None, str]]:
+def _methods(
+    q: Tensor, k: Tensor, device: torch.device
+) -> dict[str, tuple[Callable[[], object] | None, str]]:
     """name -> (zero-argument callable rotating q and k, or None when skipped; note)."""
     seq, dim = q.shape[-2], q.shape[-1]
     theta = inv_freq(dim).to(device)
     pos = torch.arange(seq, device=device)
     cos_h, sin_h = cos_sin(pos, theta, dtype=q.dtype)
     cos_i, sin_i = cos_sin(pos, theta, layout="interleaved", dtype=q.dtype)
-    freqs_cis = torch.polar(torch.ones(seq, dim // 2, device=device), pos.float()[:, None] * theta)
+    freqs_cis = torch.polar(
+        torch.ones(seq, dim // 2, device=device), pos.float()[:, None] * theta
+    )
     out_q, out_k = torch.empty_like(q), torch.empty_like(k)
 
     def meta_complex(x: Tensor) -> Tensor:
@@ -167,34 +188,61 @@ def _methods(q: Tensor, k: Tensor, device: torch.device) -> dict[str, tuple[Call
     def ropelab(layout: str, out: bool) -> Callable[[], object]:
         c, s = (cos_h, sin_h) if layout == "half_split" else (cos_i, sin_i)
         if out:
-            return lambda: (apply_rotary(q, c, s, layout=layout, out=out_q),
-                            apply_rotary(k, c, s, layout=layout, out=out_k))
-        return lambda: (apply_rotary(q, c, s, layout=layout), apply_rotary(k, c, s, layout=layout))
+            return lambda: (
+                apply_rotary(q, c, s, layout=layout, out=out_q),
+                apply_rotary(k, c, s, layout=layout, out=out_k),
+            )
+        return lambda: (
+            apply_rotary(q, c, s, layout=layout),
+            apply_rotary(k, c, s, layout=layout),
+        )
 
     def torch_path(layout: str) -> Callable[[], object]:
         c, s = (cos_h, sin_h) if layout == "half_split" else (cos_i, sin_i)
-        return lambda: (rotate_into(out_q, q, c, s, layout, native=False),
-                        rotate_into(out_k, k, c, s, layout, native=False))
+        return lambda: (
+            rotate_into(out_q, q, c, s, layout, native=False),
+            rotate_into(out_k, k, c, s, layout, native=False),
+        )
 
     methods: dict[str, tuple[Callable[[], object] | None, str]] = {
-        "copy_": (lambda: (out_q.copy_(q), out_k.copy_(k)), "the floor: into preallocated buffers"),
+        "copy_": (
+            lambda: (out_q.copy_(q), out_k.copy_(k)),
+            "the floor: into preallocated buffers",
+        ),
         "clone": (lambda: (q.clone(), k.clone()), "the same bytes into fresh tensors"),
-        "hf": (lambda: (_hf(q, cos_h, sin_h), _hf(k, cos_h, sin_h)), "x*cos + rotate_half(x)*sin"),
-        "complex": (lambda: (meta_complex(q), meta_complex(k)), "Meta's view_as_complex, in float32"),
+        "hf": (
+            lambda: (_hf(q, cos_h, sin_h), _hf(k, cos_h, sin_h)),
+            "x*cos + rotate_half(x)*sin",
+        ),
+        "complex": (
+            lambda: (meta_complex(q), meta_complex(k)),
+            "Meta's view_as_complex, in float32",
+        ),
     }
     r_bytes = seq * dim * dim * q.element_size()
     if r_bytes <= DENSE_R_LIMIT_BYTES:
-        r = torch.stack([rotation_matrix(m, theta) for m in range(seq)]).to(q.dtype)  # (seq, d, d)
-        dense = lambda: (torch.einsum("sij,...sj->...si", r, q), torch.einsum("sij,...sj->...si", r, k))  # noqa: E731
+        r = torch.stack([rotation_matrix(m, theta) for m in range(seq)]).to(
+            q.dtype
+        )  # (seq, d, d)
+        dense = lambda: (
+            torch.einsum("sij,...sj->...si", r, q),
+            torch.einsum("sij,...sj->...si", r, k),
+        )  # noqa: E731
         methods["dense_R"] = (dense, "R_m @ x_m, interleaved")
     else:
-        methods["dense_R"] = (None, f"skipped: the (seq, d, d) table would take {r_bytes / 2**20:.0f} MiB")
+        methods["dense_R"] = (
+            None,
+            f"skipped: the (seq, d, d) table would take {r_bytes / 2**20:.0f} MiB",
+        )
     for layout in ("half_split", "interleaved"):
         methods[f"ropelab_{layout}"] = (ropelab(layout, False), "")
     for layout in ("half_split", "interleaved"):
         methods[f"ropelab_{layout}_out"] = (ropelab(layout, True), "")
     for layout in ("half_split", "interleaved"):
-        methods[f"torch_{layout}_out"] = (torch_path(layout), "torch path (GPU, no compiler)")
+        methods[f"torch_{layout}_out"] = (
+            torch_path(layout),
+            "torch path (GPU, no compiler)",
+        )
     return {name: methods[name] for name in METHODS}
 
 
@@ -211,40 +259,75 @@ def run(
     device = torch.device(device)
     results: list[Result] = []
     total = len(shapes) * len(dtypes)
-    for i, (shape, dtype_name) in enumerate(((s, d) for s in shapes for d in dtypes), start=1):
+    for i, (shape, dtype_name) in enumerate(
+        ((s, d) for s in shapes for d in dtypes), start=1
+    ):
         if len(shape) < 2 or shape[-1] % 2:
-            raise ValueError(f"--shape must be (..., seq, dim) with an even dim, got {tuple(shape)}")
+            raise ValueError(
+                f"--shape must be (..., seq, dim) with an even dim, got {tuple(shape)}"
+            )
         dtype = DTYPES[dtype_name]
         g = torch.Generator(device="cpu").manual_seed(0)
         q = torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
         k = torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
         methods = _methods(q, k, device)
         if progress:
-            progress(f"[{i}/{total}] {tuple(shape)} {dtype_name}: {len(methods)} methods, interleaved")
+            progress(
+                f"[{i}/{total}] {tuple(shape)} {dtype_name}: {len(methods)} methods, interleaved"
+            )
         # the dense product runs on a BLAS whose threads keep spinning for a while after each call, which
         # would slow whatever runs next: it is timed on its own, after the others
-        timed = time_interleaved(device, {n: fn for n, (fn, _) in methods.items() if fn is not None
-                                          and n != "dense_R"}, rounds=min_runs, min_time=min_time)
+        timed = time_interleaved(
+            device,
+            {
+                n: fn
+                for n, (fn, _) in methods.items()
+                if fn is not None and n != "dense_R"
+            },
+            rounds=min_runs,
+            min_time=min_time,
+        )
         if methods["dense_R"][0] is not None:
-            timed.update(time_interleaved(device, {"dense_R": methods["dense_R"][0]}, rounds=min_runs,
-                                          min_time=min_time))
+            timed.update(
+                time_interleaved(
+                    device,
+                    {"dense_R": methods["dense_R"][0]},
+                    rounds=min_runs,
+                    min_time=min_time,
+                )
+            )
         floor, hf = timed["copy_"][0], timed["hf"][0]
         for name, (fn, note) in methods.items():
             best, median, runs = timed.get(name, (None, None, 0))
-            results.append(Result(tuple(shape), dtype_name, name, best, median, runs,
-                                  None if best is None else best / floor, None if best is None else best / hf, note))
+            results.append(
+                Result(
+                    tuple(shape),
+                    dtype_name,
+                    name,
+                    best,
+                    median,
+                    runs,
+                    None if best is None else best / floor,
+                    None if best is None else best / hf,
+                    note,
+                )
+            )
         del q, k, methods
     return results
 
 
 def format_table(results: Sequence[Result]) -> str:
     """A plain-text table of the methods: fastest time, ratio to copy_ and to the transformers formula."""
-    lines = [f"{'shape':<20} {'dtype':<9} {'method':<24} {'time':>10} {'x copy_':>8} {'x hf':>7}  note"]
+    lines = [
+        f"{'shape':<20} {'dtype':<9} {'method':<24} {'time':>10} {'x copy_':>8} {'x hf':>7}  note"
+    ]
     for r in results:
         t = "-" if r.best_s is None else f"{r.best_s * 1e3:8.3f}ms"
         ratio_f = "-" if r.ratio_floor is None else f"{r.ratio_floor:.2f}"
         ratio_h = "-" if r.ratio_hf is None else f"{r.ratio_hf:.2f}"
-        lines.append(f"{str(r.shape):<20} {r.dtype:<9} {r.method:<24} {t:>10} {ratio_f:>8} {ratio_h:>7}  {r.note}")
+        lines.append(
+            f"{str(r.shape):<20} {r.dtype:<9} {r.method:<24} {t:>10} {ratio_f:>8} {ratio_h:>7}  {r.note}"
+        )
     return "\n".join(lines)
 
 
@@ -273,20 +356,46 @@ def load_goals(path: str | os.PathLike = DEFAULT_GOALS) -> list[dict]:
     with open(path) as f:
         goals = json.load(f)["goals"]
     for g in goals:
-        missing = {"name", "dtypes", "layouts", "orders", "shapes", "calls", "against", "limit"} - set(g)
+        missing = {
+            "name",
+            "dtypes",
+            "layouts",
+            "orders",
+            "shapes",
+            "calls",
+            "against",
+            "limit",
+        } - set(g)
         if missing:
-            raise ValueError(f"goal {g.get('name', g)!r} in {path} lacks {sorted(missing)}")
+            raise ValueError(
+                f"goal {g.get('name', g)!r} in {path} lacks {sorted(missing)}"
+            )
     return goals
 
 
-def _grid_tensors(shape: Sequence[int], order: str, layout: str, dtype: torch.dtype, device: torch.device):
+def _grid_tensors(
+    shape: Sequence[int],
+    order: str,
+    layout: str,
+    dtype: torch.dtype,
+    device: torch.device,
+):
     """x of ``shape`` = (batch, heads, seq, dim) laid out in ``order``, and tables that broadcast against it."""
     b, h, s, d = shape
     g = torch.Generator(device="cpu").manual_seed(0)
-    cos, sin = cos_sin(torch.arange(s, device=device), inv_freq(d).to(device), layout=layout, dtype=dtype)
+    cos, sin = cos_sin(
+        torch.arange(s, device=device),
+        inv_freq(d).to(device),
+        layout=layout,
+        dtype=dtype,
+    )
     if order == "heads":
         return torch.randn(b, h, s, d, generator=g).to(device, dtype), cos, sin
-    return torch.randn(b, s, h, d, generator=g).to(device, dtype), cos[:, None], sin[:, None]
+    return (
+        torch.randn(b, s, h, d, generator=g).to(device, dtype),
+        cos[:, None],
+        sin[:, None],
+    )
 
 
 def run_grid(
@@ -308,10 +417,19 @@ def run_grid(
                 continue
             for order in g["orders"]:
                 for shape in g["shapes"]:
-                    key = (dtype, order, tuple(shape), g["against"], tuple(g["calls"]), tuple(g["layouts"]))
+                    key = (
+                        dtype,
+                        order,
+                        tuple(shape),
+                        g["against"],
+                        tuple(g["calls"]),
+                        tuple(g["layouts"]),
+                    )
                     if key not in configs:
                         configs.append(key)
-    for i, (dtype_name, order, shape, against, calls, layouts) in enumerate(configs, start=1):
+    for i, (dtype_name, order, shape, against, calls, layouts) in enumerate(
+        configs, start=1
+    ):
         if progress:
             progress(f"[{i}/{len(configs)}] {dtype_name} {order} {shape}")
         dtype = DTYPES[dtype_name]
@@ -322,10 +440,13 @@ def run_grid(
             out = torch.empty_like(x)
             for call in calls:
                 if call == "out":
-                    fns[f"{layout}/out"] = (lambda x=x, c=cos, s=sin, o=out, l=layout:
-                                            apply_rotary(x, c, s, layout=l, out=o))
+                    fns[f"{layout}/out"] = lambda x=x, c=cos, s=sin, o=out, l=layout: (
+                        apply_rotary(x, c, s, layout=l, out=o)
+                    )
                 else:
-                    fns[f"{layout}/new"] = lambda x=x, c=cos, s=sin, l=layout: apply_rotary(x, c, s, layout=l)
+                    fns[f"{layout}/new"] = lambda x=x, c=cos, s=sin, l=layout: (
+                        apply_rotary(x, c, s, layout=l)
+                    )
         if against == "copy_":
             fns["base"] = lambda x=x, o=out: o.copy_(x)
         else:  # the transformers formula on the heads-first layout, its half-split tables
@@ -335,8 +456,19 @@ def run_grid(
         base = timed.pop("base")[0]
         for name, (best, _, _) in timed.items():
             layout, call = name.split("/")
-            results.append(GridResult(dtype_name, layout, order, tuple(shape), call, against, best, base,
-                                      best / base))
+            results.append(
+                GridResult(
+                    dtype_name,
+                    layout,
+                    order,
+                    tuple(shape),
+                    call,
+                    against,
+                    best,
+                    base,
+                    best / base,
+                )
+            )
         del fns, x, out
     return results
 
@@ -359,9 +491,14 @@ def verdicts(goals: Sequence[dict], results: Sequence[GridResult]) -> list[Verdi
     found = []
     for g in goals:
         for r in results:
-            if (r.dtype in g["dtypes"] and r.layout in g["layouts"] and r.order in g["orders"]
-                    and list(r.shape) in [list(s) for s in g["shapes"]] and r.call in g["calls"]
-                    and r.against == g["against"]):
+            if (
+                r.dtype in g["dtypes"]
+                and r.layout in g["layouts"]
+                and r.order in g["orders"]
+                and list(r.shape) in [list(s) for s in g["shapes"]]
+                and r.call in g["calls"]
+                and r.against == g["against"]
+            ):
                 found.append(Verdict(g["name"], r, float(g["limit"])))
     return found
 
@@ -373,18 +510,33 @@ def format_grid(results: Sequence[GridResult]) -> str:
     seqs = sorted({r.shape[2] for r in prefill})
     if prefill:
         b, h, _, d = prefill[0].shape
-        lines.append(f"apply_rotary(..., out=) / out.copy_(x): batch {b}, {h} heads of {d}, S positions")
-        lines.append(f"{'dtype':<9} {'layout':<12} {'x':<26}" + "".join(f"{'S = ' + format(s, ','):>13}" for s in seqs))
+        lines.append(
+            f"apply_rotary(..., out=) / out.copy_(x): batch {b}, {h} heads of {d}, S positions"
+        )
+        lines.append(
+            f"{'dtype':<9} {'layout':<12} {'x':<26}"
+            + "".join(f"{'S = ' + format(s, ','):>13}" for s in seqs)
+        )
         rows = dict.fromkeys((r.dtype, r.layout, r.order) for r in prefill)
         for dtype, layout, order in rows:
-            cells = {r.shape[2]: r.ratio for r in prefill if (r.dtype, r.layout, r.order) == (dtype, layout, order)}
-            lines.append(f"{dtype:<9} {layout:<12} {ORDERS[order]:<26}"
-                         + "".join(f"{cells[s]:12.2f}x" if s in cells else f"{'-':>13}" for s in seqs))
+            cells = {
+                r.shape[2]: r.ratio
+                for r in prefill
+                if (r.dtype, r.layout, r.order) == (dtype, layout, order)
+            }
+            lines.append(
+                f"{dtype:<9} {layout:<12} {ORDERS[order]:<26}"
+                + "".join(
+                    f"{cells[s]:12.2f}x" if s in cells else f"{'-':>13}" for s in seqs
+                )
+            )
     for r in results:
         if r.against == "hf":
             call = "apply_rotary(..., out=)" if r.call == "out" else "apply_rotary(...)"
-            lines.append(f"decode {r.shape} {r.dtype} {r.layout:<12} {call:<24} / transformers formula: "
-                         f"{r.ratio:.2f}x")
+            lines.append(
+                f"decode {r.shape} {r.dtype} {r.layout:<12} {call:<24} / transformers formula: "
+                f"{r.ratio:.2f}x"
+            )
     return "\n".join(lines)
 
 
@@ -393,8 +545,10 @@ def format_verdicts(found: Sequence[Verdict]) -> str:
     lines = []
     for v in found:
         r = v.result
-        lines.append(f"{v.goal:<22} {r.dtype:<9} {r.layout:<12} {r.order:<10} S={r.shape[2]:<6} {r.call:<4} "
-                     f"{r.ratio:5.2f}x {r.against:<6} (<= {v.limit:.2f}x): {'holds' if v.holds else 'DOES NOT HOLD'}")
+        lines.append(
+            f"{v.goal:<22} {r.dtype:<9} {r.layout:<12} {r.order:<10} S={r.shape[2]:<6} {r.call:<4} "
+            f"{r.ratio:5.2f}x {r.against:<6} (<= {v.limit:.2f}x): {'holds' if v.holds else 'DOES NOT HOLD'}"
+        )
     lines.append(f"{sum(v.holds for v in found)} of {len(found)} hold")
     return "\n".join(lines)
 
@@ -408,7 +562,11 @@ def kernel_summary() -> str:
     if not st["available"]:
         return f"unavailable ({st['reason']}): apply_rotary takes its torch path"
     threads = "OpenMP threads" if st["openmp"] else "one thread"
-    how = f"compiled in {st['compile_s']:.2f} s" if st["compile_s"] is not None else "loaded from cache"
+    how = (
+        f"compiled in {st['compile_s']:.2f} s"
+        if st["compile_s"] is not None
+        else "loaded from cache"
+    )
     return f"fused C kernel, {how}, {threads}, {', '.join(st['dtypes'])}"
 
 
@@ -424,7 +582,11 @@ def machine_info(device: torch.device) -> dict[str, object]:
     }
     try:
         with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+            names = [
+                line.split(":", 1)[1].strip()
+                for line in f
+                if line.startswith("model name")
+            ]
         if names:
             info["cpu"] = names[0]
     except OSError:
@@ -437,55 +599,113 @@ def machine_info(device: torch.device) -> dict[str, object]:
     return info
 
 
-def load(path: str | os.PathLike = REFERENCE_RESULTS) -> tuple[dict, list[Result], list[GridResult], list[dict]]:
+def load(
+    path: str | os.PathLike = REFERENCE_RESULTS,
+) -> tuple[dict, list[Result], list[GridResult], list[dict]]:
     """Read a file written by ``--json``: ``(machine, method results, grid results, goals)``."""
     with open(path) as f:
         data = json.load(f)
-    results = [Result(**{**r, "shape": tuple(r["shape"])}) for r in data.get("results", [])]
-    grid = [GridResult(**{**r, "shape": tuple(r["shape"])}) for r in data.get("grid", [])]
+    results = [
+        Result(**{**r, "shape": tuple(r["shape"])}) for r in data.get("results", [])
+    ]
+    grid = [
+        GridResult(**{**r, "shape": tuple(r["shape"])}) for r in data.get("grid", [])
+    ]
     return data["machine"], results, grid, data.get("goals", [])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ropelab.bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--grid", action="store_true", help="measure the goals' grid (the default)")
-    parser.add_argument("--methods", action="store_true", help="time every formulation on --shape (chapter 09)")
-    parser.add_argument("--goals", default=str(DEFAULT_GOALS), help="goals file (JSON); default: the shipped one")
+    parser = argparse.ArgumentParser(
+        prog="python -m ropelab.bench", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--grid", action="store_true", help="measure the goals' grid (the default)"
+    )
+    parser.add_argument(
+        "--methods",
+        action="store_true",
+        help="time every formulation on --shape (chapter 09)",
+    )
+    parser.add_argument(
+        "--goals",
+        default=str(DEFAULT_GOALS),
+        help="goals file (JSON); default: the shipped one",
+    )
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N")
-    parser.add_argument("--dtype", action="append", choices=sorted(DTYPES),
-                        help="repeatable; default: the goals' dtypes (grid), float32 (methods)")
-    parser.add_argument("--shape", action="append", help="for --methods: comma-separated, e.g. 1,32,4096,128")
+    parser.add_argument(
+        "--dtype",
+        action="append",
+        choices=sorted(DTYPES),
+        help="repeatable; default: the goals' dtypes (grid), float32 (methods)",
+    )
+    parser.add_argument(
+        "--shape",
+        action="append",
+        help="for --methods: comma-separated, e.g. 1,32,4096,128",
+    )
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
-    parser.add_argument("--json", metavar="PATH", help="also write the machine, results and verdicts as JSON")
-    parser.add_argument("--min-runs", type=int, default=10, help="interleaved rounds at least (default 10)")
-    parser.add_argument("--min-time", type=float, default=0.5, help="seconds per configuration at least")
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        help="also write the machine, results and verdicts as JSON",
+    )
+    parser.add_argument(
+        "--min-runs",
+        type=int,
+        default=10,
+        help="interleaved rounds at least (default 10)",
+    )
+    parser.add_argument(
+        "--min-time", type=float, default=0.5, help="seconds per configuration at least"
+    )
     args = parser.parse_args(argv)
 
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        print(f"ropelab.bench: --device {args.device} asked for CUDA, but this torch ({torch.__version__}) "
-              "sees no CUDA device; run with --device cpu", file=sys.stderr)
+        print(
+            f"ropelab.bench: --device {args.device} asked for CUDA, but this torch ({torch.__version__}) "
+            "sees no CUDA device; run with --device cpu",
+            file=sys.stderr,
+        )
         return 2
     if args.threads:
         torch.set_num_threads(args.threads)
     grid_wanted = args.grid or not args.methods
     info = machine_info(device)
-    print("ropelab.bench on " + ", ".join(f"{k}={v}" for k, v in info.items()), flush=True)
+    print(
+        "ropelab.bench on " + ", ".join(f"{k}={v}" for k, v in info.items()), flush=True
+    )
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
     data: dict[str, object] = {"machine": info}
     if args.methods:
-        shapes = [tuple(int(v) for v in s.split(",")) for s in args.shape] if args.shape else list(DEFAULT_SHAPES)
-        results = run(shapes, args.dtype or ["float32"], device, min_runs=args.min_runs, min_time=args.min_time,
-                      progress=progress)
+        shapes = (
+            [tuple(int(v) for v in s.split(",")) for s in args.shape]
+            if args.shape
+            else list(DEFAULT_SHAPES)
+        )
+        results = run(
+            shapes,
+            args.dtype or ["float32"],
+            device,
+            min_runs=args.min_runs,
+            min_time=args.min_time,
+            progress=progress,
+        )
         print(format_table(results))
         data["results"] = [asdict(r) for r in results]
     if grid_wanted:
         goals = load_goals(args.goals)
-        grid = run_grid(goals, args.dtype, device, min_runs=args.min_runs, min_time=args.min_time,
-                        progress=progress)
+        grid = run_grid(
+            goals,
+            args.dtype,
+            device,
+            min_runs=args.min_runs,
+            min_time=args.min_time,
+            progress=progress,
+        )
         found = verdicts(goals, grid)
         print(format_grid(grid))
         print(format_verdicts(found))

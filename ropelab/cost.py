@@ -1,4 +1,4 @@
-"""What each way of applying RoPE costs in memory traffic and allocation, counted and traced (09_performance).
+"""What each way of applying RoPE costs in traffic and allocation (09_performance).
 
 RoPE does 3d operations per d-vector and must move at least 2ds bytes (read
 x, write the result; s bytes per element), so its cost is memory traffic.
@@ -23,18 +23,29 @@ from torch import Tensor
 __all__ = ["Cost", "DTYPES", "METHODS", "Traffic", "cost_model", "trace_traffic"]
 
 DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64,
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "float64": torch.float64,
 }
 METHODS: tuple[str, ...] = (
-    "copy_", "clone", "hf", "complex", "dense_R",
-    "ropelab_half_split", "ropelab_interleaved", "ropelab_half_split_out", "ropelab_interleaved_out",
-    "torch_half_split_out", "torch_interleaved_out",
+    "copy_",
+    "clone",
+    "hf",
+    "complex",
+    "dense_R",
+    "ropelab_half_split",
+    "ropelab_interleaved",
+    "ropelab_half_split_out",
+    "ropelab_interleaved_out",
+    "torch_half_split_out",
+    "torch_interleaved_out",
 )
 
 
 @dataclass(frozen=True)
 class Cost:
-    """What one method costs per token-head (one d-vector of q or k), as :func:`cost_model` counts it."""
+    """What one method costs per token-head (one d-vector of q or k), as counted."""
 
     method: str
     dim: int
@@ -42,7 +53,9 @@ class Cost:
     itemsize: int
     bytes_read: int  # x-sized data read from memory: x and every full-size temporary
     bytes_written: int  # x-sized data written: the result and every full-size temporary
-    bytes_allocated: int  # fresh memory allocated: the result (unless out=) and every temporary
+    bytes_allocated: (
+        int  # fresh memory allocated: the result (unless out=) and every temporary
+    )
     flops: int  # multiplications and additions (a sign flip or a cast costs none)
     passes: int  # operations that read or write x-sized data (kernels, in eager mode)
     table_elems: int  # table entries (cos, sin, phasors or R) read per token-head
@@ -54,7 +67,7 @@ class Cost:
 
     @property
     def ratio_floor(self) -> float:
-        """bytes_moved over the floor 2·d·itemsize: how many copies' worth of traffic."""
+        """bytes_moved over the floor 2·d·itemsize: how many copies of traffic."""
         return self.bytes_moved / (2 * self.dim * self.itemsize)
 
     @property
@@ -75,7 +88,7 @@ def _dtype_name(dtype: str | torch.dtype) -> str:
 
 
 def cost_model(dim: int, dtype: str | torch.dtype = "float32", *, method: str) -> Cost:
-    """Bytes read, written and allocated, flops and passes per token-head for one method (09_performance).
+    """Bytes read, written, allocated, flops and passes per token-head (09_performance).
 
     ``method`` is one of ``ropelab.cost.METHODS``. With s = itemsize and d = ``dim``:
 
@@ -119,7 +132,9 @@ def cost_model(dim: int, dtype: str | torch.dtype = "float32", *, method: str) -
         raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
     d, s = dim, DTYPES[name].itemsize
     wide = name in ("float32", "float64")
-    new = 0 if method.endswith("_out") or method == "copy_" else d * s  # the result, unless out=
+    new = (
+        0 if method.endswith("_out") or method == "copy_" else d * s
+    )  # the result, unless out=
     if method in ("copy_", "clone"):
         read, written, alloc, flops, passes, table = d * s, d * s, new, 0, 1, 0
     elif method == "hf":  # x*cos, -x2, cat(-x2, x1), rotate_half(x)*sin, the sum
@@ -134,12 +149,21 @@ def cost_model(dim: int, dtype: str | torch.dtype = "float32", *, method: str) -
             read, written, passes = s * d + 4 * d + 4 * d, 4 * d + 4 * d + s * d, 3
             alloc = written
     elif method == "dense_R":
-        read, written, alloc, flops, passes, table = d * s, d * s, new, d * (2 * d - 1), 1, d * d
+        read, written, alloc, flops, passes, table = (
+            d * s,
+            d * s,
+            new,
+            d * (2 * d - 1),
+            1,
+            d * d,
+        )
     elif method.startswith("ropelab_"):
         read, written, alloc, flops, passes, table = d * s, d * s, new, 3 * d, 1, 2 * d
     elif method == "torch_interleaved_out" and wide:
         read, written, alloc, flops, passes, table = d * s, d * s, 0, 3 * d, 1, d
-    elif method == "torch_interleaved_out":  # upcast into a float32 scratch, multiply in place, round back
+    elif (
+        method == "torch_interleaved_out"
+    ):  # upcast into a float32 scratch, multiply in place, round back
         read, written, alloc = s * d + 4 * d + 4 * d, 4 * d + 4 * d + s * d, 4 * d
         flops, passes, table = 3 * d, 3, d
     else:  # torch_half_split_out: out = x*cos; out_1 -= x_2*sin_1; out_2 += x_1*sin_2
@@ -149,12 +173,14 @@ def cost_model(dim: int, dtype: str | torch.dtype = "float32", *, method: str) -
     return Cost(method, d, name, s, read, written, alloc, flops, passes, table)
 
 
-_NO_DATA = frozenset({"empty_like", "empty", "empty_strided", "new_empty", "new_empty_strided"})
+_NO_DATA = frozenset(
+    {"empty_like", "empty", "empty_strided", "new_empty", "new_empty_strided"}
+)
 
 
 @dataclass(frozen=True)
 class Traffic:
-    """Memory traffic and allocation of a traced call, totals over its inputs (see :func:`trace_traffic`)."""
+    """Memory traffic and allocation of a traced call, totals over its inputs."""
 
     bytes_read: int
     bytes_written: int
@@ -168,9 +194,9 @@ class Traffic:
 
 
 def trace_traffic(fn: Callable[[], object], *inputs: Tensor) -> Traffic:
-    """Run ``fn()`` and add up the bytes each torch operation reads, writes and allocates of data from ``inputs``.
+    """Run ``fn()``; add up the bytes its torch operations read, write and allocate.
 
-    An independent check of :func:`ropelab.cost.cost_model`: instead of counting by hand,
+    An independent check of :func:`ropelab.cost.cost_model`: instead of counting,
     it watches every operation torch dispatches (``TorchDispatchMode``).
     Data derived from ``inputs`` (q and k, their views, every temporary
     computed from them, every buffer written from them) is tracked by
@@ -200,7 +226,9 @@ def trace_traffic(fn: Callable[[], object], *inputs: Tensor) -> Traffic:
         return sum(t.numel() * t.element_size() for t in ts)
 
     tracked = {storage(t) for t in inputs}
-    alive: list[Tensor] = []  # keep every written tensor alive, so no later tensor reuses its address
+    alive: list[
+        Tensor
+    ] = []  # keep every written tensor alive, so no later tensor reuses its address
     counts = {"read": 0, "written": 0, "allocated": 0}
     ops: list[str] = []
 
@@ -210,20 +238,31 @@ def trace_traffic(fn: Callable[[], object], *inputs: Tensor) -> Traffic:
             result = func(*args, **kwargs)
             schema = func._schema
             name = func.overloadpacket.__name__
-            flat = [v for a in (*args, *kwargs.values()) for v in (a if isinstance(a, (list, tuple)) else [a])]
+            flat = [
+                v
+                for a in (*args, *kwargs.values())
+                for v in (a if isinstance(a, (list, tuple)) else [a])
+            ]
             if name in _NO_DATA:  # allocation: no data moves
                 if any(isinstance(v, Tensor) and storage(v) in tracked for v in flat):
                     counts["allocated"] += nbytes([result])
                     tracked.add(storage(result))
                     alive.append(result)
                 return result
-            if schema.returns and all(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
+            if schema.returns and all(
+                r.alias_info is not None and not r.alias_info.is_write
+                for r in schema.returns
+            ):
                 return result  # a view: no data moves
             read: list[Tensor] = []
             written: list[Tensor] = []
             for i, arg in enumerate(schema.arguments):
                 value = args[i] if i < len(args) else kwargs.get(arg.name)
-                tensors = [v for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, Tensor)]
+                tensors = [
+                    v
+                    for v in (value if isinstance(value, (list, tuple)) else [value])
+                    if isinstance(v, Tensor)
+                ]
                 is_write = arg.alias_info is not None and arg.alias_info.is_write
                 if is_write:
                     written.extend(tensors)

@@ -13,11 +13,26 @@ from ropelab.bench import GridResult, Result
 from ropelab.cost import METHODS
 
 SMALL_GOALS = [
-    {"name": "prefill", "dtypes": ["float32", "bfloat16"], "layouts": ["half_split", "interleaved"],
-     "orders": ["heads", "positions"], "shapes": [[1, 2, 8, 16]], "calls": ["out"], "against": "copy_",
-     "limit": 1.25},
-    {"name": "decode", "dtypes": ["bfloat16"], "layouts": ["half_split"], "orders": ["heads"],
-     "shapes": [[3, 2, 1, 16]], "calls": ["out", "new"], "against": "hf", "limit": 0.6},
+    {
+        "name": "prefill",
+        "dtypes": ["float32", "bfloat16"],
+        "layouts": ["half_split", "interleaved"],
+        "orders": ["heads", "positions"],
+        "shapes": [[1, 2, 8, 16]],
+        "calls": ["out"],
+        "against": "copy_",
+        "limit": 1.25,
+    },
+    {
+        "name": "decode",
+        "dtypes": ["bfloat16"],
+        "layouts": ["half_split"],
+        "orders": ["heads"],
+        "shapes": [[3, 2, 1, 16]],
+        "calls": ["out", "new"],
+        "against": "hf",
+        "limit": 0.6,
+    },
 ]
 
 
@@ -28,7 +43,9 @@ def test_time_interleaved_samples_every_candidate_in_rounds():
     assert set(timed) == {"a", "b"}
     for best, median, runs in timed.values():
         assert 0 < best <= median and runs >= 3
-    assert calls.count("a") == 3 + timed["a"][2] and calls.count("b") == 3 + timed["b"][2]  # warm-up + timed
+    assert (
+        calls.count("a") == 3 + timed["a"][2] and calls.count("b") == 3 + timed["b"][2]
+    )  # warm-up + timed
 
 
 def check_methods(results, shapes, dtypes):
@@ -36,19 +53,30 @@ def check_methods(results, shapes, dtypes):
     by_key = {(r.shape, r.dtype, r.method): r for r in results}
     for shape in shapes:
         for dtype in dtypes:
-            floor, hf = by_key[(tuple(shape), dtype, "copy_")], by_key[(tuple(shape), dtype, "hf")]
+            floor, hf = (
+                by_key[(tuple(shape), dtype, "copy_")],
+                by_key[(tuple(shape), dtype, "hf")],
+            )
             for method in METHODS:
                 r = by_key[(tuple(shape), dtype, method)]
                 assert 0 < r.best_s <= r.median_s and r.runs >= 1
-                assert r.ratio_floor == pytest.approx(r.best_s / floor.best_s, rel=1e-12)
+                assert r.ratio_floor == pytest.approx(
+                    r.best_s / floor.best_s, rel=1e-12
+                )
                 assert r.ratio_hf == pytest.approx(r.best_s / hf.best_s, rel=1e-12)
             assert floor.ratio_floor == 1.0 and hf.ratio_hf == 1.0
 
 
 def test_run_tiny_shape_structure_and_ratios():
     progress = []
-    results = bench.run([(1, 2, 8, 16)], ("float32", "bfloat16"), "cpu", min_runs=1, min_time=0,
-                        progress=progress.append)
+    results = bench.run(
+        [(1, 2, 8, 16)],
+        ("float32", "bfloat16"),
+        "cpu",
+        min_runs=1,
+        min_time=0,
+        progress=progress.append,
+    )
     assert all(isinstance(r, Result) for r in results)
     check_methods(results, [(1, 2, 8, 16)], ["float32", "bfloat16"])
     assert len(progress) == 2 and progress[0].startswith("[1/2] (1, 2, 8, 16) float32")
@@ -61,9 +89,19 @@ def test_run_skips_a_large_dense_table(monkeypatch):
     monkeypatch.setattr(bench, "DENSE_R_LIMIT_BYTES", 0)
     results = bench.run([(1, 1, 4, 8)], min_runs=1, min_time=0)
     dense = next(r for r in results if r.method == "dense_R")
-    assert dense.best_s is None and dense.runs == 0 and dense.ratio_floor is None and dense.ratio_hf is None
+    assert (
+        dense.best_s is None
+        and dense.runs == 0
+        and dense.ratio_floor is None
+        and dense.ratio_hf is None
+    )
     assert dense.note.startswith("skipped: the (seq, d, d) table would take")
-    assert bench.format_table([dense]).splitlines()[1].split()[5:9] == ["dense_R", "-", "-", "-"]
+    assert bench.format_table([dense]).splitlines()[1].split()[5:9] == [
+        "dense_R",
+        "-",
+        "-",
+        "-",
+    ]
 
 
 def test_run_rejects_an_odd_dim():
@@ -74,25 +112,54 @@ def test_run_rejects_an_odd_dim():
 def test_grid_measures_every_configuration_of_the_goals():
     grid = bench.run_grid(SMALL_GOALS, min_runs=1, min_time=0)
     prefill = [r for r in grid if r.against == "copy_"]
-    assert len(prefill) == 2 * 2 * 2 and {r.order for r in prefill} == {"heads", "positions"}
+    assert len(prefill) == 2 * 2 * 2 and {r.order for r in prefill} == {
+        "heads",
+        "positions",
+    }
     decode = [r for r in grid if r.against == "hf"]
-    assert [(r.layout, r.call) for r in decode] == [("half_split", "out"), ("half_split", "new")]
+    assert [(r.layout, r.call) for r in decode] == [
+        ("half_split", "out"),
+        ("half_split", "new"),
+    ]
     for r in grid:
-        assert r.ratio == pytest.approx(r.seconds / r.baseline_s, rel=1e-12) and r.seconds > 0
+        assert (
+            r.ratio == pytest.approx(r.seconds / r.baseline_s, rel=1e-12)
+            and r.seconds > 0
+        )
     text = bench.format_grid(grid)
-    assert "(batch, seq, heads, dim)" in text and "S = 8" in text and "transformers formula" in text
-    assert len(bench.run_grid(SMALL_GOALS, ["float32"], min_runs=1, min_time=0)) == 4  # restricted by dtype
+    assert (
+        "(batch, seq, heads, dim)" in text
+        and "S = 8" in text
+        and "transformers formula" in text
+    )
+    assert (
+        len(bench.run_grid(SMALL_GOALS, ["float32"], min_runs=1, min_time=0)) == 4
+    )  # restricted by dtype
 
 
 def test_grid_tensors_broadcast_in_both_orders():
-    x, cos, sin = bench._grid_tensors((1, 3, 5, 8), "positions", "interleaved", torch.float32, torch.device("cpu"))
-    assert x.shape == (1, 5, 3, 8) and cos.shape == sin.shape == (5, 1, 8) and x.is_contiguous()
-    x, cos, _ = bench._grid_tensors((1, 3, 5, 8), "heads", "half_split", torch.bfloat16, torch.device("cpu"))
-    assert x.shape == (1, 3, 5, 8) and cos.shape == (5, 8) and x.dtype == cos.dtype == torch.bfloat16
+    x, cos, sin = bench._grid_tensors(
+        (1, 3, 5, 8), "positions", "interleaved", torch.float32, torch.device("cpu")
+    )
+    assert (
+        x.shape == (1, 5, 3, 8)
+        and cos.shape == sin.shape == (5, 1, 8)
+        and x.is_contiguous()
+    )
+    x, cos, _ = bench._grid_tensors(
+        (1, 3, 5, 8), "heads", "half_split", torch.bfloat16, torch.device("cpu")
+    )
+    assert (
+        x.shape == (1, 3, 5, 8)
+        and cos.shape == (5, 8)
+        and x.dtype == cos.dtype == torch.bfloat16
+    )
 
 
 def fake(dtype, layout, order, shape, call, against, ratio):
-    return GridResult(dtype, layout, order, tuple(shape), call, against, ratio, 1.0, ratio)
+    return GridResult(
+        dtype, layout, order, tuple(shape), call, against, ratio, 1.0, ratio
+    )
 
 
 def test_verdicts_by_hand():
@@ -101,12 +168,20 @@ def test_verdicts_by_hand():
         fake("float32", "interleaved", "positions", (1, 2, 8, 16), "out", "copy_", 1.3),
         fake("bfloat16", "half_split", "heads", (3, 2, 1, 16), "new", "hf", 0.6),
         fake("bfloat16", "half_split", "heads", (3, 2, 1, 16), "out", "hf", 0.61),
-        fake("float16", "half_split", "heads", (1, 2, 8, 16), "out", "copy_", 9.0),  # no goal covers it
-        fake("bfloat16", "half_split", "heads", (1, 2, 8, 16), "new", "copy_", 9.0),  # nor this call
+        fake(
+            "float16", "half_split", "heads", (1, 2, 8, 16), "out", "copy_", 9.0
+        ),  # no goal covers it
+        fake(
+            "bfloat16", "half_split", "heads", (1, 2, 8, 16), "new", "copy_", 9.0
+        ),  # nor this call
     ]
     found = bench.verdicts(SMALL_GOALS, results)
-    assert [(v.goal, v.holds) for v in found] == [("prefill", True), ("prefill", False), ("decode", True),
-                                                  ("decode", False)]
+    assert [(v.goal, v.holds) for v in found] == [
+        ("prefill", True),
+        ("prefill", False),
+        ("decode", True),
+        ("decode", False),
+    ]
     text = bench.format_verdicts(found)
     assert text.splitlines()[-1] == "2 of 4 hold" and "DOES NOT HOLD" in text
 
@@ -129,26 +204,56 @@ def test_load_goals_names_what_is_missing(tmp_path):
 def test_main_writes_json_and_load_reads_it(tmp_path, capsys):
     goals, path = tmp_path / "goals.json", tmp_path / "bench.json"
     goals.write_text(json.dumps({"goals": SMALL_GOALS[1:]}))
-    rc = bench.main(["--methods", "--grid", "--goals", str(goals), "--shape", "2,4,8,16", "--min-runs", "1",
-                     "--min-time", "0", "--json", str(path)])
+    rc = bench.main(
+        [
+            "--methods",
+            "--grid",
+            "--goals",
+            str(goals),
+            "--shape",
+            "2,4,8,16",
+            "--min-runs",
+            "1",
+            "--min-time",
+            "0",
+            "--json",
+            str(path),
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
-    assert out.startswith("ropelab.bench on device=cpu") and f"wrote {path}" in out and "of 2 hold" in out
+    assert (
+        out.startswith("ropelab.bench on device=cpu")
+        and f"wrote {path}" in out
+        and "of 2 hold" in out
+    )
     data = json.loads(path.read_text())
-    assert set(data) == {"machine", "results", "grid", "goals"} and data["goals"] == SMALL_GOALS[1:]
-    assert {"device", "torch", "threads", "cpu", "cpu_count", "python"} <= set(data["machine"])
+    assert (
+        set(data) == {"machine", "results", "grid", "goals"}
+        and data["goals"] == SMALL_GOALS[1:]
+    )
+    assert {"device", "torch", "threads", "cpu", "cpu_count", "python"} <= set(
+        data["machine"]
+    )
     assert [r["method"] for r in data["results"]] == list(METHODS)
     machine, results, grid, loaded_goals = bench.load(path)
     assert machine == data["machine"] and loaded_goals == SMALL_GOALS[1:]
     check_methods(results, [(2, 4, 8, 16)], ["float32"])
-    assert [(r.shape, r.call) for r in grid] == [((3, 2, 1, 16), "out"), ((3, 2, 1, 16), "new")]
+    assert [(r.shape, r.call) for r in grid] == [
+        ((3, 2, 1, 16), "out"),
+        ((3, 2, 1, 16), "new"),
+    ]
 
 
 def test_main_without_cuda(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert bench.main(["--device", "cuda"]) == 2
     err = capsys.readouterr().err
-    assert "--device cuda asked for CUDA" in err and "sees no CUDA device" in err and "--device cpu" in err
+    assert (
+        "--device cuda asked for CUDA" in err
+        and "sees no CUDA device" in err
+        and "--device cpu" in err
+    )
 
 
 def test_the_shipped_results_file_loads():

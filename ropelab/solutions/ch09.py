@@ -10,7 +10,7 @@ __all__ = ["hf_bytes"]
 
 
 def hf_bytes(shape: tuple[int, ...], dtype: torch.dtype) -> int:
-    """Exercise 1: bytes the transformers formula moves on one x of ``shape`` and ``dtype``.
+    """Exercise 1: bytes the transformers formula moves on one x (shape, dtype).
 
     Per token-head its five operations read and write 2d, d, 2d, 2d and 3d elements
     (x·cos, −x₂, cat, ·sin, the sum): 10d elements of s bytes each.
