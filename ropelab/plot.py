@@ -894,8 +894,9 @@ def bench_ratios(results, *, model: bool = True) -> Figure:
     shapes = list(dict.fromkeys(tuple(r["shape"]) for r in rows))
     methods = [m for m in dict.fromkeys(r["method"] for r in rows) if m != "copy_"]
     width = 0.8 / len(shapes)
-    fig, axes = _new_figure(1, len(dtypes), width=1.0 + 5.4 * len(dtypes), height=5.0, sharey=True, squeeze=False)
-    for ax, dtype in zip(axes[0], dtypes):
+    fig, axes = _new_figure(len(dtypes), 1, width=6.8, height=1.6 + 3.4 * len(dtypes), sharex=True,
+                            squeeze=False)
+    for ax, dtype in zip(axes[:, 0], dtypes):
         table = {(tuple(r["shape"]), r["method"]): r for r in rows if r["dtype"] == dtype}
         if "hf" in methods:
             i = methods.index("hf")
@@ -909,8 +910,7 @@ def bench_ratios(results, *, model: bool = True) -> Figure:
                     xs.append(x)
                     ys.append(r["ratio_floor"])
                 elif r is not None:
-                    ax.text(x, 1.15, "skipped", rotation=90, ha="center", va="bottom", fontsize="x-small",
-                            color=f"C{k}")
+                    ax.text(x, 1.15, "skipped", rotation=90, ha="center", va="bottom", color=f"C{k}")
             ax.bar(xs, ys, width, color=f"C{k}", label=f"shape {shape}", zorder=2)
         ax.axhline(1.0, color="0.2", ls="--", lw=1.2, label="memory floor (copy_) = 1×", zorder=3)
         if model:
@@ -920,13 +920,13 @@ def bench_ratios(results, *, model: bool = True) -> Figure:
             ax.scatter([j for j, _ in ticks], [v for _, v in ticks], marker="_", s=400, linewidths=2.5,
                        color="k", zorder=4, label="cost model: bytes moved / floor")
         ax.set_yscale("log")
-        ax.set_xticks(range(len(methods)), methods, rotation=35, ha="right", fontsize="small")
+        ax.set_xticks(range(len(methods)), methods, rotation=35, ha="right")
         ax.set_xlabel("method")
-        ax.set_title(dtype, fontsize="medium")
+        ax.set_title(dtype)
+        ax.set_ylabel("time / time of copy_ (×)")
         ax.grid(True, axis="y", which="major", alpha=0.3)
-    axes[0][0].set_ylabel("time / time of copy_ (×)")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize="small")
+    fig.legend(handles, labels, loc="outside lower center", ncols=2)
     return _finish(fig, "Time of each method over the memory floor (log scale; lower is better)")
 
 
