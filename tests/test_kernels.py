@@ -373,3 +373,41 @@ def test_old_builds_do_not_pile_up(monkeypatch, tmp_path):
     status = _native.status()
     newest = {os.path.basename(status["path"]), "rotary-old5.so", "rotary-old4.so", "rotary-old3.so"}
     assert _native._KEEP == 4 and {p.name for p in cache.iterdir()} == newest
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", ["heads_first", "positions_first", "positions_first_view", "per_row", "packed"])
+def test_every_axis_order_and_block_gives_the_formulas_bits(dtype, threads, case):
+    # 300 positions and 96 channels: several blocks of positions, a partial last block, rows that are not
+    # whole vectors of 16 16-bit lanes; the kernel reorders axes and blocks positions, the bits must not move
+    if dtype == torch.float16 and "float16" not in _native.status()["dtypes"]:
+        pytest.skip("this compiler has no _Float16: float16 takes the torch path")
+    g = torch.Generator().manual_seed(6)
+    seq, dim = 300, 96
+    for layout in LAYOUTS:
+        cos, sin = tables(torch.arange(seq) * 3 + 5, dim, layout, dtype)
+        if case == "heads_first":
+            x = torch.randn(2, 5, seq, dim, generator=g).to(dtype)
+        elif case == "positions_first":  # (batch, seq, heads, dim) with (seq, 1, dim) tables
+            x = torch.randn(2, seq, 5, dim, generator=g).to(dtype)
+            cos, sin = cos[:, None], sin[:, None]
+        elif case == "positions_first_view":  # the same storage seen as (batch, heads, seq, dim)
+            x = torch.randn(2, seq, 5, dim, generator=g).to(dtype).transpose(1, 2)
+        elif case == "per_row":  # (batch, 1, seq, dim) tables: every row of the batch its own positions
+            cos, sin = tables(torch.stack((torch.arange(seq), torch.arange(seq) * 2)), dim, layout, dtype)
+            x = torch.randn(2, 5, seq, dim, generator=g).to(dtype)
+            cos, sin = cos[:, None], sin[:, None]
+        else:  # packed (tokens, heads, dim) with (tokens, 1, dim) tables
+            x = torch.randn(seq, 5, dim, generator=g).to(dtype)
+            cos, sin = cos[:, None], sin[:, None]
+        before = torch.get_num_threads()
+        try:
+            torch.set_num_threads(threads)
+            got = run_kernel(x, cos, sin, layout)
+        finally:
+            torch.set_num_threads(before)
+        wide = dtype in (torch.bfloat16, torch.float16)
+        want = plain(x.float(), cos.float(), sin.float(), layout).to(dtype) if wide else plain(x, cos, sin, layout)
+        assert torch.equal(got, want), (layout, case)

@@ -87,8 +87,6 @@ def test_long_title_is_wrapped_to_the_figure():
     plot._finish(fig, "word " * 40)
     assert fig.get_suptitle().count("\n") >= 2
 
-# --- chapter 01 additions ---
-
 
 # --- 01_frequencies ---
 
@@ -323,21 +321,22 @@ def test_bench_ratios():
     from ropelab import bench
 
     results = bench.run([(1, 2, 8, 16), (2, 1, 1, 16)], ("float32", "bfloat16"), min_runs=1, min_time=0)
-    results[-1].median_s = results[-1].ratio_floor = results[-1].ratio_hf = None  # a skipped method: no bar
+    results[-1].best_s = results[-1].ratio_floor = results[-1].ratio_hf = None  # a skipped method: no bar
     fig = plot.bench_ratios(results)
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 2  # one panel per dtype
-    n_methods = len(bench.METHODS) - 2  # the floors are the line at 1, not bars
+    n_methods = len(bench.METHODS) - 1  # the floor is the line at 1, not a bar
     for ax, dtype, bars in zip(fig.axes, ("float32", "bfloat16"), (2 * n_methods, 2 * n_methods - 1)):
         assert ax.get_title() == dtype and ax.get_xlabel() == "method" and ax.get_yscale() == "log"
         assert len(ax.patches) == bars + 1  # bars + the HF band
-        assert [t.get_text() for t in ax.get_xticklabels()][0] == "hf"
+        assert ax.get_ylabel() == "time / time of copy_ (×)"
         assert ax.get_lines()[0].get_ydata()[0] == 1.0  # the floor
-    assert fig.axes[0].get_ylabel() and fig.get_suptitle()
+    assert [t.get_text() for t in fig.axes[-1].get_xticklabels()][:2] == ["clone", "hf"]  # shared x
+    assert fig.get_suptitle()
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "the HF formula" in labels and "shape (1, 2, 8, 16)" in labels and len(labels) == 5
     # the ticks of the cost model: the HF formula moves five times the floor's bytes
-    assert fig.axes[0].collections[0].get_offsets()[0][1] == 5.0
+    assert fig.axes[0].collections[0].get_offsets()[1][1] == 5.0
     # dicts from a --json file work the same, and the model ticks can be left out
     fig2 = plot.bench_ratios([asdict(r) for r in results if r.dtype == "float32"], model=False)
     assert len(fig2.axes) == 1 and not fig2.axes[0].collections
@@ -434,6 +433,32 @@ def test_angle_error_sources_one_line_per_source():
                                    base=10000.0, dim=8)
     ax = fig.axes[0]
     assert len(ax.lines) == 2 and ax.get_xscale() == "log" and "position" in ax.get_xlabel()
+
+def test_cost_bars():
+    fig = plot.cost_bars(["copy_", "clone", "hf"], dim=16, dtype="bfloat16")
+    ax = fig.axes[0]
+    heights = [p.get_height() for p in ax.patches]
+    # read, written (stacked) and allocated per method, over the floor 2ds: hf reads 2.75, writes 2.25
+    assert heights[:3] == [0.5, 0.5, 2.75] and heights[3:6] == [0.5, 0.5, 2.25] and heights[6:] == [0.0, 0.5, 2.25]
+    assert ax.get_ylabel() and ax.get_xlabel() == "method" and fig.get_suptitle()
+    with pytest.raises(ValueError, match="methods is empty"):
+        plot.cost_bars([])
+
+
+def test_bench_grid():
+    from ropelab.bench import GridResult
+
+    grid = [GridResult(dt, lay, order, (1, 2, s, 16), "out", "copy_", 1.0, 1.0, r)
+            for dt in ("float32", "bfloat16") for lay in ("half_split", "interleaved")
+            for order in ("heads", "positions") for s, r in ((256, 1.5), (4096, 1.1))]
+    grid.append(GridResult("bfloat16", "half_split", "heads", (4, 2, 1, 16), "out", "hf", 1.0, 2.0, 0.5))
+    goals = [{"against": "copy_", "dtypes": ["float32"], "shapes": [[1, 2, 256, 16]], "limit": 2.0}]
+    fig = plot.bench_grid(grid, goals)
+    assert [ax.get_title() for ax in fig.axes] == ["float32", "bfloat16"]
+    assert len(fig.axes[0].get_lines()) == 4 + 1 + 1 and len(fig.axes[1].get_lines()) == 4 + 1  # goal in float32
+    assert list(fig.axes[0].get_lines()[0].get_ydata()) == [1.5, 1.1]
+    with pytest.raises(ValueError, match="no results against copy_"):
+        plot.bench_grid(grid[-1:])
 
 
 # --- intro ---
