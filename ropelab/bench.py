@@ -246,6 +246,48 @@ def _methods(
     return {name: methods[name] for name in METHODS}
 
 
+def _gpu_methods(
+    q: Tensor, k: Tensor, device: torch.device
+) -> dict[str, tuple[Callable[[], object] | None, str]]:
+    """The GPU-only candidates (chapter 14): name -> (callable rotating q and k, or None; note).
+
+    ropelab's Triton kernel (q and k in one launch, into new tensors),
+    ``torch.compile`` of the transformers formula, and FlashAttention's and
+    Liger's rotary kernels when they are installed. Each is reported over
+    ``copy_`` on the same device: 1 / ratio is its share of the copy's bandwidth.
+    """
+    seq, dim = q.shape[-2], q.shape[-1]
+    cos, sin = cos_sin(torch.arange(seq, device=device), inv_freq(dim).to(device), dtype=q.dtype)
+    methods: dict[str, tuple[Callable[[], object] | None, str]] = {}
+    try:
+        from .kernels import triton as kt
+    except ImportError:
+        methods["ropelab_triton_qk"] = (None, "skipped: Triton is not installed")
+    else:
+        methods["ropelab_triton_qk"] = (
+            lambda: kt.apply_rotary_qk(q, k, cos, sin), "Triton: q and k in one launch")
+    compiled = torch.compile(_hf, dynamic=False)
+    methods["hf_compiled"] = (
+        lambda: (compiled(q, cos, sin), compiled(k, cos, sin)), "torch.compile of hf")
+    try:
+        from flash_attn.layers.rotary import apply_rotary_emb as fa_rotary
+    except ImportError:
+        methods["flash_attn"] = (None, "skipped: flash-attn is not installed")
+    else:
+        half = dim // 2
+        qs, ks = q.transpose(1, 2), k.transpose(1, 2)  # flash-attention takes (batch, seq, heads, dim)
+        methods["flash_attn"] = (lambda: (fa_rotary(qs, cos[:, :half], sin[:, :half]),
+                                          fa_rotary(ks, cos[:, :half], sin[:, :half])), "half-width tables")
+    try:
+        from liger_kernel.ops.rope import LigerRopeFunction
+    except ImportError:
+        methods["liger"] = (None, "skipped: liger-kernel is not installed")
+    else:
+        methods["liger"] = (
+            lambda: LigerRopeFunction.apply(q, k, cos[None], sin[None]), "q and k, one launch")
+    return methods
+
+
 def run(
     shapes: Sequence[Sequence[int]] = DEFAULT_SHAPES,
     dtypes: Sequence[str] = ("float32",),
@@ -255,7 +297,14 @@ def run(
     min_time: float = 0.5,
     progress: Callable[[str], None] | None = None,
 ) -> list[Result]:
-    """Time every method of :data:`ropelab.cost.METHODS` for every shape and dtype, rotating q and k."""
+    """Time every method of :data:`ropelab.cost.METHODS` for every shape and dtype, rotating q and k.
+
+    On a CUDA device it also times ropelab's Triton kernel, ``torch.compile``
+    of the transformers formula, and FlashAttention's and Liger's rotary
+    kernels where installed (:func:`_gpu_methods`): a method's ratio over
+    ``copy_`` is the inverse of the share of the copy's bandwidth it reaches
+    (the Triton kernel's goal is at least 80 %, a ratio of at most 1.25).
+    """
     device = torch.device(device)
     results: list[Result] = []
     total = len(shapes) * len(dtypes)
@@ -271,6 +320,8 @@ def run(
         q = torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
         k = torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
         methods = _methods(q, k, device)
+        if device.type == "cuda":  # chapter 14: the Triton kernel and the GPU's other options
+            methods.update(_gpu_methods(q, k, device))
         if progress:
             progress(
                 f"[{i}/{total}] {tuple(shape)} {dtype_name}: {len(methods)} methods, interleaved"

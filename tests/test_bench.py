@@ -261,3 +261,22 @@ def test_the_shipped_results_file_loads():
     assert machine["device"] == "cpu" and goals == bench.load_goals()
     assert {r.method for r in results} == set(METHODS)
     assert {r.against for r in grid} == {"copy_", "hf"}
+
+
+def test_gpu_methods_list_the_triton_kernel_and_the_others():
+    """The CUDA-only candidates (chapter 14), run here on CPU tensors in Triton's interpreter."""
+    pytest.importorskip("triton")
+    from ropelab.bench import _gpu_methods
+    from ropelab.frequencies import inv_freq
+    from ropelab.rotary import cos_sin, rotate
+
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, 2, 4, 8, generator=g), torch.randn(1, 2, 4, 8, generator=g)
+    methods = _gpu_methods(q, k, torch.device("cpu"))
+    assert {"ropelab_triton_qk", "hf_compiled", "flash_attn", "liger"} <= set(methods)
+    rq, rk = methods["ropelab_triton_qk"][0]()
+    cos, sin = cos_sin(torch.arange(4), inv_freq(8))
+    assert torch.equal(rq, rotate(q, cos, sin)) and torch.equal(rk, rotate(k, cos, sin))
+    for name in ("flash_attn", "liger"):  # not installed here: skipped with a reason
+        fn, note = methods[name]
+        assert fn is not None or note.startswith("skipped")
