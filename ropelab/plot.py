@@ -761,3 +761,114 @@ def patch_score_maps(
         ax.set_title(name, fontsize="medium")
         ax.legend(loc="upper right", fontsize="small")
     return _finish(fig, f"Scores of one query patch against a {rows} × {cols} grid of keys (d = {q.shape[-1]})")
+
+
+# --- 12_positions_in_practice ---------------------------------------------
+
+__all__ += ["dynamic_ntk_scores", "packing_masks", "rerotation_drift"]
+
+
+def packing_masks(cu_seqlens) -> Figure:
+    """Which key each query of a packed row may see: causal only vs per document (12_positions_in_practice).
+
+    Two panels over the flat tokens of documents cut at ``cu_seqlens``: the
+    causal mask alone, under which a query also reads the documents packed
+    before its own (the cells that leak are marked), and the block-diagonal
+    causal mask of varlen attention. Tick labels are the positions
+    :func:`ropelab.packed_positions` gives each token.
+
+    Args:
+        cu_seqlens: cumulative document lengths, 0 first (e.g. ``[0, 3, 7, 10]``).
+    """
+    from .positions import packed_positions
+
+    pos = packed_positions(cu_seqlens).cpu()
+    cu = torch.as_tensor(cu_seqlens).cpu().long()
+    n = len(pos)
+    doc = torch.repeat_interleave(torch.arange(len(cu) - 1), cu.diff())
+    causal = torch.ones(n, n).tril()
+    same = (doc[:, None] == doc[None, :]).double()
+    fig, axes = _new_figure(1, 2, width=10.0, height=4.6)
+    cmap = plt.matplotlib.colors.ListedColormap(["white", "#4c72b0", "#dd8452"])
+    panels = (
+        ("causal mask only", causal + (causal * (1 - same))),  # 2 marks a cross-document cell
+        ("causal mask within each document", causal * same),
+    )
+    for ax, (title, grid) in zip(axes, panels):
+        ax.imshow(grid.numpy(), cmap=cmap, vmin=0, vmax=2)
+        for c in cu[1:-1].tolist():
+            ax.axhline(c - 0.5, color="0.2", lw=1)
+            ax.axvline(c - 0.5, color="0.2", lw=1)
+        ax.set_xticks(range(n), [str(p) for p in pos.tolist()], fontsize=9)
+        ax.set_yticks(range(n), [str(p) for p in pos.tolist()], fontsize=9)
+        ax.set_xlabel("key: position in its document (tokens)")
+        ax.set_ylabel("query: position in its document (tokens)")
+        ax.set_title(title, fontsize="medium")
+    handles = [
+        Patch(facecolor="#4c72b0", label="may attend, same document"),
+        Patch(facecolor="#dd8452", label="may attend, another document (leak)"),
+        Patch(facecolor="white", edgecolor="0.5", label="masked"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize="small")
+    return _finish(fig, f"Attention masks over {len(cu) - 1} packed documents ({n} tokens)")
+
+
+def rerotation_drift(shifts, errors: dict) -> Figure:
+    """Error of keys moved many times against keys encoded once, on log-log axes (12_positions_in_practice).
+
+    Args:
+        shifts: the numbers of moves at which the error was measured (x axis).
+        errors: line label -> max |error| at each entry of ``shifts`` (e.g.
+            re-rotated step by step, re-encoded from the raw key).
+    """
+    x = [int(s) for s in shifts]
+    fig, ax = _new_figure(width=6.4, height=4.2)
+    markers = "osd^v"
+    for i, (name, err) in enumerate(errors.items()):
+        y = [float(e) for e in err]
+        if len(y) != len(x):
+            raise ValueError(f"errors[{name!r}] has {len(y)} values for {len(x)} shifts")
+        ax.plot(x, [max(v, 1e-12) for v in y], marker=markers[i % len(markers)], ms=4, label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("number of one-token shifts applied to the cache")
+    ax.set_ylabel("max |key − exact key| (key entries ~ 1)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize="small")
+    return _finish(fig, "float32 keys: shifted step by step vs encoded once")
+
+
+def dynamic_ntk_scores(key_positions, scores: dict, *, original_max: int) -> Figure:
+    """Scores of one query over its keys under dynamic NTK: cached vs recomputed keys (12_positions_in_practice).
+
+    Left: the scores of each choice over the key positions; right: each
+    choice's difference from the keys recomputed with the query's base. A
+    dashed line marks the original context length, past which dynamic NTK
+    grows the base token by token.
+
+    Args:
+        key_positions: ``(n,)`` key positions (tokens).
+        scores: label -> ``(n,)`` scores; the first entry is the reference.
+        original_max: the original context length L (tokens).
+    """
+    pos = torch.as_tensor(key_positions).cpu().double().numpy()
+    items = [(k, torch.as_tensor(v).detach().cpu().double()) for k, v in scores.items()]
+    if not items:
+        raise ValueError("scores must hold at least one series")
+    ref_name, ref = items[0]
+    fig, (ax_s, ax_d) = _new_figure(1, 2, width=10.5, height=4.0)
+    styles = ("-", "--", ":", "-.")
+    for i, (name, s) in enumerate(items):
+        ax_s.plot(pos, s.numpy(), ls=styles[i % 4], lw=1.2, label=name)
+        if i:
+            ax_d.plot(pos, (s - ref).numpy(), ls=styles[i % 4], lw=1.2, color=f"C{i}", label=name)
+    for ax in (ax_s, ax_d):
+        ax.axvline(original_max - 0.5, color="0.3", ls="--", lw=1, label=f"L = {original_max}")
+        ax.set_xlabel("key position n (tokens)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
+    ax_s.set_ylabel("score q·k (dimensionless)")
+    ax_s.set_title("scores of the last query", fontsize="medium")
+    ax_d.set_ylabel(f"score − {ref_name} (dimensionless)")
+    ax_d.set_title("difference from keys re-encoded with today's base", fontsize="medium")
+    return _finish(fig, "Dynamic NTK with a KV cache: one query, three ways to hold the keys")
