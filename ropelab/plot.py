@@ -769,7 +769,7 @@ __all__ += ["dynamic_ntk_scores", "packing_masks", "rerotation_drift"]
 
 
 def packing_masks(cu_seqlens) -> Figure:
-    """Which key each query of a packed row may see: causal only vs per document (12_positions_in_practice).
+    """Which keys each query of a packed row may see (12_positions_in_practice).
 
     Two panels over the flat tokens of documents cut at ``cu_seqlens``: the
     causal mask alone, under which a query also reads the documents packed
@@ -791,7 +791,8 @@ def packing_masks(cu_seqlens) -> Figure:
     fig, axes = _new_figure(1, 2, width=10.0, height=4.6)
     cmap = plt.matplotlib.colors.ListedColormap(["white", "#4c72b0", "#dd8452"])
     panels = (
-        ("causal mask only", causal + (causal * (1 - same))),  # 2 marks a cross-document cell
+        # 2 marks a cell where a query reads another document
+        ("causal mask only", causal + (causal * (1 - same))),
         ("causal mask within each document", causal * same),
     )
     for ax, (title, grid) in zip(axes, panels):
@@ -810,11 +811,12 @@ def packing_masks(cu_seqlens) -> Figure:
         Patch(facecolor="white", edgecolor="0.5", label="masked"),
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize="small")
-    return _finish(fig, f"Attention masks over {len(cu) - 1} packed documents ({n} tokens)")
+    title = f"Attention masks over {len(cu) - 1} packed documents ({n} tokens)"
+    return _finish(fig, title)
 
 
 def rerotation_drift(shifts, errors: dict) -> Figure:
-    """Error of keys moved many times against keys encoded once, on log-log axes (12_positions_in_practice).
+    """Error of keys moved many times vs encoded once (12_positions_in_practice).
 
     Args:
         shifts: the numbers of moves at which the error was measured (x axis).
@@ -827,8 +829,10 @@ def rerotation_drift(shifts, errors: dict) -> Figure:
     for i, (name, err) in enumerate(errors.items()):
         y = [float(e) for e in err]
         if len(y) != len(x):
-            raise ValueError(f"errors[{name!r}] has {len(y)} values for {len(x)} shifts")
-        ax.plot(x, [max(v, 1e-12) for v in y], marker=markers[i % len(markers)], ms=4, label=name)
+            raise ValueError(
+                f"errors[{name!r}] has {len(y)} values for {len(x)} shifts")
+        ax.plot(x, [max(v, 1e-12) for v in y], marker=markers[i % len(markers)], ms=4,
+                label=name)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("number of one-token shifts applied to the cache")
@@ -839,7 +843,7 @@ def rerotation_drift(shifts, errors: dict) -> Figure:
 
 
 def dynamic_ntk_scores(key_positions, scores: dict, *, original_max: int) -> Figure:
-    """Scores of one query over its keys under dynamic NTK: cached vs recomputed keys (12_positions_in_practice).
+    """One query under dynamic NTK, keys held three ways (12_positions_in_practice).
 
     Left: the scores of each choice over the key positions; right: each
     choice's difference from the keys recomputed with the query's base. A
@@ -861,14 +865,16 @@ def dynamic_ntk_scores(key_positions, scores: dict, *, original_max: int) -> Fig
     for i, (name, s) in enumerate(items):
         ax_s.plot(pos, s.numpy(), ls=styles[i % 4], lw=1.2, label=name)
         if i:
-            ax_d.plot(pos, (s - ref).numpy(), ls=styles[i % 4], lw=1.2, color=f"C{i}", label=name)
+            ax_d.plot(pos, (s - ref).numpy(), ls=styles[i % 4], lw=1.2, color=f"C{i}",
+                      label=name)
     for ax in (ax_s, ax_d):
-        ax.axvline(original_max - 0.5, color="0.3", ls="--", lw=1, label=f"L = {original_max}")
+        ax.axvline(original_max - 0.5, color="0.3", ls="--", lw=1,
+                   label=f"L = {original_max}")
         ax.set_xlabel("key position n (tokens)")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
     ax_s.set_ylabel("score q·k (dimensionless)")
     ax_s.set_title("scores of the last query", fontsize="medium")
-    ax_d.set_ylabel(f"score − {ref_name} (dimensionless)")
-    ax_d.set_title("difference from keys re-encoded with today's base", fontsize="medium")
-    return _finish(fig, "Dynamic NTK with a KV cache: one query, three ways to hold the keys")
+    ax_d.set_ylabel("Δ score (dimensionless)")
+    ax_d.set_title(f"each minus: {ref_name}", fontsize="medium")
+    return _finish(fig, "Dynamic NTK with a KV cache: three ways to hold the keys")

@@ -1,4 +1,4 @@
-"""The positions fed to RoPE in practice: padding, packing, shifting a cache (12_positions_in_practice).
+"""The positions fed to RoPE in practice: padding, packing, moving a cache (chapter 12).
 
 RoPE needs, for every token, the integer position it sits at in *its own*
 sequence. Three batch layouts need three rules:
@@ -26,7 +26,9 @@ __all__ = ["packed_positions", "positions_from_mask", "rerotate_keys"]
 
 
 def positions_from_mask(attention_mask: Tensor) -> Tensor:
-    """Positions of a padded batch: cumsum − 1 over the real tokens (12_positions_in_practice, eq. ``pos-mask``).
+    """Positions of a padded batch: cumsum − 1 over the real tokens.
+
+    12_positions_in_practice, eq. ``pos-mask``.
 
     The position of a real token (mask 1) is the number of real tokens
     before it in its row, so a left-padded row starts at 0 at its first real
@@ -46,25 +48,30 @@ def positions_from_mask(attention_mask: Tensor) -> Tensor:
         ValueError: the mask has no sequence axis or holds a value other than 0 or 1.
     """
     if not isinstance(attention_mask, Tensor):
-        raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
+        raise TypeError("attention_mask must be a torch.Tensor, "
+                        f"got {type(attention_mask).__name__}")
     if attention_mask.ndim < 1:
-        raise ValueError(f"attention_mask must have shape (..., seq), got a 0-d tensor")
+        raise ValueError("attention_mask must have shape (..., seq), got a 0-d tensor")
     if attention_mask.is_complex():
-        raise TypeError(f"attention_mask must hold 0/1 values, got dtype {attention_mask.dtype}")
+        raise TypeError("attention_mask must hold 0/1 values, "
+                        f"got dtype {attention_mask.dtype}")
     if attention_mask.dtype != torch.bool:
         bad = (attention_mask != 0) & (attention_mask != 1)
         if bool(bad.any()):
             got = attention_mask[bad][0].item()
             raise ValueError(
-                f"attention_mask must hold only 0 (padding) and 1 (token), got the value {got}; "
-                "an additive mask (0 / -inf) or a 4-D attention bias is not a padding mask"
+                "attention_mask must hold only 0 (padding) and 1 (token), "
+                f"got the value {got}; an additive mask (0 / -inf) or a 4-D "
+                "attention bias is not a padding mask"
             )
     real = attention_mask.to(torch.int64)
     return ((real.cumsum(-1) - 1) * real).to(torch.int64)
 
 
 def packed_positions(cu_seqlens: Tensor | Sequence[int]) -> Tensor:
-    """Positions of packed documents that restart at each boundary (12_positions_in_practice, eq. ``pos-packed``).
+    """Positions of packed documents, restarting at 0 at each boundary.
+
+    12_positions_in_practice, eq. ``pos-packed``.
 
     ``cu_seqlens`` is flash-attention's varlen convention: the cumulative
     document lengths, starting at 0, so document i holds the flat tokens
@@ -86,7 +93,8 @@ def packed_positions(cu_seqlens: Tensor | Sequence[int]) -> Tensor:
     cu = as_positions(cu_seqlens, name="cu_seqlens", nonnegative=False)
     if cu.ndim != 1 or cu.numel() < 2:
         raise ValueError(
-            f"cu_seqlens must be 1-D with at least two entries (0 and the total), got shape {tuple(cu.shape)}"
+            "cu_seqlens must be 1-D with at least two entries (0 and the total), "
+            f"got shape {tuple(cu.shape)}"
         )
     if int(cu[0]) != 0:
         raise ValueError(f"cu_seqlens must start at 0, got {int(cu[0])} first")
@@ -94,18 +102,22 @@ def packed_positions(cu_seqlens: Tensor | Sequence[int]) -> Tensor:
     if bool((lengths <= 0).any()):
         i = int((lengths <= 0).nonzero()[0])
         raise ValueError(
-            f"cu_seqlens must be strictly increasing (each document at least one token), "
+            "cu_seqlens must be strictly increasing (each document at least one "
+            "token), "
             f"got {int(cu[i])} then {int(cu[i + 1])} at entries {i} and {i + 1}"
         )
     total = int(cu[-1])
-    starts = torch.repeat_interleave(cu[:-1], lengths)  # the first flat index of each token's document
+    # the flat index at which each token's document starts
+    starts = torch.repeat_interleave(cu[:-1], lengths)
     return torch.arange(total, device=cu.device) - starts
 
 
 def rerotate_keys(
     k: Tensor, delta: int | Tensor, inv_freq: Tensor, *, layout: str = "half_split"
 ) -> Tensor:
-    """Move RoPE-encoded keys from position p to p + delta (12_positions_in_practice, eq. ``pos-rerotate``).
+    """Move RoPE-encoded keys from position p to p + delta.
+
+    12_positions_in_practice, eq. ``pos-rerotate``.
 
     Rotations of a pair compose by adding angles, R(p + δ) = R(δ) R(p), so a
     key already rotated to position p becomes the key at p + δ by one more
@@ -126,21 +138,25 @@ def rerotate_keys(
         Tensor of ``k``'s shape, dtype and device.
 
     Raises:
-        TypeError: ``delta`` is not an integer (a float, even a whole one, is refused).
-        ValueError: ``inv_freq`` does not match ``dim``, or ``delta`` does not broadcast.
+        TypeError: ``delta`` is not an integer (a float is refused, even 2.0).
+        ValueError: ``inv_freq`` does not match ``dim``, or ``delta`` does not
+            broadcast.
     """
     k = check_x(k, "k")
     layout = check_layout(layout)
     inv_freq = check_inv_freq(inv_freq)
     if inv_freq.shape[0] * 2 != k.shape[-1]:
         raise ValueError(
-            f"inv_freq has {inv_freq.shape[0]} frequencies, so dim = {2 * inv_freq.shape[0]}, "
+            f"inv_freq has {inv_freq.shape[0]} frequencies, "
+            f"so dim = {2 * inv_freq.shape[0]}, "
             f"but k has shape {tuple(k.shape)}"
         )
-    if isinstance(delta, float) or (isinstance(delta, Tensor) and delta.is_floating_point()):
+    is_float = isinstance(delta, Tensor) and delta.is_floating_point()
+    if isinstance(delta, float) or is_float:
         raise TypeError(
-            f"delta must be an integer shift in tokens, got {delta!r}; positions are token "
-            "indices (fractional positions are a change of inv_freq, chapter 07)"
+            f"delta must be an integer shift in tokens, got {delta!r}; positions "
+            "are token indices (fractional positions are a change of inv_freq, "
+            "chapter 07)"
         )
     d = as_positions(delta, inv_freq.device, name="delta", nonnegative=False)
     try:
@@ -150,7 +166,8 @@ def rerotate_keys(
             f"delta of shape {tuple(d.shape)} does not broadcast against k's positions "
             f"{tuple(k.shape[:-1])} (k has shape {tuple(k.shape)})"
         ) from None
-    shift = d.to(torch.float64).unsqueeze(-1) * inv_freq.to(torch.float64)  # δ·θ_j, (..., dim//2)
+    # δ·θ_j, (..., dim // 2), formed in float64
+    shift = d.to(torch.float64).unsqueeze(-1) * inv_freq.to(torch.float64)
     table_dtype = torch.float64 if k.dtype == torch.float64 else torch.float32
     cos, sin = cos_sin_from_angles(shift, layout=layout, dtype=table_dtype)
     if cos.device != k.device:

@@ -18,7 +18,9 @@ def next_positions(attention_mask: Tensor) -> Tensor:
 
 
 def cu_seqlens_from_positions(position_ids: Tensor) -> Tensor:
-    """Recover ``cu_seqlens`` from the positions of packed documents (the inverse of packed_positions).
+    """Recover ``cu_seqlens`` from the positions of packed documents.
+
+    The inverse of :func:`ropelab.packed_positions`.
 
     A document starts wherever the position is 0. position_ids ``(total,)``
     -> int64 ``(n_docs + 1,)``.
@@ -29,7 +31,7 @@ def cu_seqlens_from_positions(position_ids: Tensor) -> Tensor:
 
 
 def evict(keys: Tensor, n_sink: int, window: int, inv_freq: Tensor) -> Tensor:
-    """A StreamingLLM cache step: keep the sinks and the last ``window`` keys, close the gap.
+    """A StreamingLLM cache step: keep the sinks and the last ``window`` keys.
 
     keys ``(..., n, dim)`` encoded at cache positions 0..n-1 (half-split) ->
     ``(..., n_sink + window, dim)`` encoded at 0..n_sink+window-1: the kept
