@@ -28,44 +28,44 @@ __all__ = ["packed_positions", "positions_from_mask", "rerotate_keys"]
 def positions_from_mask(attention_mask: Tensor) -> Tensor:
     """Positions of a padded batch: cumsum − 1 over the real tokens.
 
-    12_positions_in_practice, eq. ``pos-mask``.
-
-    The position of a real token (mask 1) is the number of real tokens
-    before it in its row, so a left-padded row starts at 0 at its first real
-    token, as if it had never been padded. Pad tokens (mask 0) get 0, as
-    transformers' generation utilities give them: their scores are masked
-    out, so any in-range value serves. Works for left, right or interior
-    padding alike.
+    05_cache_and_decoding, eq. ``cache-posids``; 12_positions_in_practice,
+    eq. ``pos-mask``. The position of a real token (mask 1) is the number of
+    real tokens before it in its row, so a left-padded row starts at 0 at
+    its first real token, as if it had never been padded. Pad tokens (mask
+    0) get 0, as transformers' ``generate`` gives them: their scores are
+    masked out, so any in-range value serves. Left, right and interior
+    padding alike; for left padding this is ``(cumsum - 1).clamp(min=0)``.
 
     Args:
-        attention_mask: ``(..., seq)`` of 0/1 values (bool, integer or float).
+        attention_mask: ``(..., seq)`` of 0 (padding) and 1 (token), integer
+            or bool.
 
     Returns:
         int64 tensor of the mask's shape and device.
 
     Raises:
-        TypeError: the mask is not a tensor.
-        ValueError: the mask has no sequence axis or holds a value other than 0 or 1.
+        TypeError: the mask is not a tensor, or is floating point (an
+            additive mask of 0 and -inf is not a padding mask).
+        ValueError: the mask has no sequence axis or holds a value other
+            than 0 and 1.
     """
     if not isinstance(attention_mask, Tensor):
         raise TypeError("attention_mask must be a torch.Tensor, "
                         f"got {type(attention_mask).__name__}")
+    if attention_mask.is_floating_point() or attention_mask.is_complex():
+        raise TypeError(
+            "attention_mask must have an integer or bool dtype, got "
+            f"{attention_mask.dtype}; an additive mask (0 / -inf) is not a padding "
+            "mask, and a float mask of 0/1 converts with .long()"
+        )
     if attention_mask.ndim < 1:
-        raise ValueError("attention_mask must have shape (..., seq), got a 0-d tensor")
-    if attention_mask.is_complex():
-        raise TypeError("attention_mask must hold 0/1 values, "
-                        f"got dtype {attention_mask.dtype}")
-    if attention_mask.dtype != torch.bool:
-        bad = (attention_mask != 0) & (attention_mask != 1)
-        if bool(bad.any()):
-            got = attention_mask[bad][0].item()
-            raise ValueError(
-                "attention_mask must hold only 0 (padding) and 1 (token), "
-                f"got the value {got}; an additive mask (0 / -inf) or a 4-D "
-                "attention bias is not a padding mask"
-            )
-    real = attention_mask.to(torch.int64)
-    return ((real.cumsum(-1) - 1) * real).to(torch.int64)
+        raise ValueError("attention_mask must have shape (..., seq), "
+                         f"got shape {tuple(attention_mask.shape)}")
+    mask = attention_mask.long()
+    if mask.numel() and bool(((mask != 0) & (mask != 1)).any()):
+        raise ValueError("attention_mask must hold only 0 and 1, "
+                         f"got values {sorted(set(mask.unique().tolist()))}")
+    return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
 
 
 def packed_positions(cu_seqlens: Tensor | Sequence[int]) -> Tensor:

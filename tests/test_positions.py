@@ -27,7 +27,7 @@ def test_mask_by_hand():
     # right and interior padding: real tokens count only real tokens before them
     assert positions_from_mask(torch.tensor([1, 1, 0, 1, 0])).tolist() == [0, 1, 0, 2, 0]
     assert positions_from_mask(torch.tensor([[True, False, True]])).tolist() == [[0, 0, 1]]
-    assert positions_from_mask(torch.tensor([0.0, 1.0, 1.0])).dtype == torch.int64
+    assert positions_from_mask(torch.tensor([0, 1, 1], dtype=torch.int32)).dtype == torch.int64
 
 
 def transformers_position_ids(mask):
@@ -60,14 +60,20 @@ def test_any_mask_equals_transformers(rows):
     assert torch.equal(positions_from_mask(mask), transformers_position_ids(mask))
 
 
+def test_one_implementation_for_chapters_05_and_12():
+    import ropelab.cache
+
+    assert ropelab.cache.positions_from_mask is positions_from_mask
+
+
 def test_mask_errors():
-    with pytest.raises(ValueError, match="only 0 .* and 1 .* got the value 2"):
+    with pytest.raises(ValueError, match=r"only 0 and 1, got values \[1, 2\]"):
         positions_from_mask(torch.tensor([[1, 2]]))
-    with pytest.raises(ValueError, match="got the value -inf"):
+    with pytest.raises(TypeError, match="integer or bool dtype.*additive mask"):
         positions_from_mask(torch.tensor([[0.0, float("-inf")]]))
     with pytest.raises(TypeError, match="attention_mask must be a torch.Tensor, got list"):
         positions_from_mask([[1, 1]])
-    with pytest.raises(ValueError, match="0-d"):
+    with pytest.raises(ValueError, match=r"shape \(\.\.\., seq\), got shape \(\)"):
         positions_from_mask(torch.tensor(1))
 
 
