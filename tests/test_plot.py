@@ -447,3 +447,14 @@ def test_dynamic_ntk_scores():
     ax_s, ax_d = fig.axes
     assert len(ax_s.get_lines()) == 3 and len(ax_d.get_lines()) == 2  # series + the L line
     assert ax_d.get_lines()[0].get_ydata().tolist() == [1.0] * 10
+
+
+def test_layout_scores():
+    right = torch.arange(16.0).reshape(4, 4)
+    fig = plot.layout_scores(right, -right, labels=("NEOX", "NORM"))
+    ax_r, ax_w = fig.axes[:2]
+    assert [ax_r.get_title(), ax_w.get_title()] == ["NEOX", "NORM"]
+    shown = ax_r.get_images()[0].get_array()
+    assert float(shown[3, 2]) == 14.0 and bool(shown.mask[0, 1])  # the future is blank
+    with pytest.raises(ValueError, match="square score matrices"):
+        plot.layout_scores(torch.zeros(2, 3), torch.zeros(2, 3))
