@@ -52,6 +52,12 @@ def _owner(chapter: str) -> str:
 PENDING: dict[str, set[str]] = {
     "code_lines": {c for c in OWNERS},
     "check_share": {c for c in OWNERS},
+    # Display equations to split with aligned (at 400 px at most a third may
+    # scroll sideways): every chapter at 4ce3b3b.
+    "equations_fit": {c for c in OWNERS},
+    # At 400 px these pages still scroll sideways (an inline code span in a
+    # heading, inline math in a table): found by the render check at 07:40.
+    "nothing_clipped": {"05", "07", "08"},
     "figures_captioned": {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10"},
     "figure_per_section": {"01", "07", "09"},
     "about_rope": {"05", "08", "09", "10"},
