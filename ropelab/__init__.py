@@ -17,6 +17,7 @@ from .pairing import (
     to_interleaved,
     unpermute_qk_weight,
 )
+from .positions import packed_positions, positions_from_mask, rerotate_keys
 from .rotary import apply_rotary, cos_sin, rotate_half, rotate_interleaved
 from .scaling import scaled_inv_freq
 
@@ -32,7 +33,10 @@ __all__ = [
     "default_device",
     "inv_freq",
     "kernel_status",
+    "packed_positions",
     "permute_qk_weight",
+    "positions_from_mask",
+    "rerotate_keys",
     "rope_scores",
     "rotate_half",
     "rotate_interleaved",

@@ -46,6 +46,7 @@ from ._checks import (
     check_layout,
     check_x,
 )
+from .positions import positions_from_mask  # kept here for chapter 05's imports
 from .rotary import apply_rotary, cos_sin
 from .scaling import normalize_scaling, scaled_inv_freq
 
@@ -76,31 +77,6 @@ def table_bytes(dim: int, n_positions: int, dtype: torch.dtype = torch.float32, 
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__} {dtype!r}")
     return n_tables * n_positions * dim * dtype.itemsize
-
-
-def positions_from_mask(attention_mask: Tensor) -> Tensor:
-    """Per-row position ids from a padding mask: ``cumsum(mask) - 1``, 0 on padding (05_cache_and_decoding, eq. ``cache-posids``).
-
-    As transformers' ``generate`` builds them: every row's real tokens get
-    0, 1, 2, ... whatever padding precedes them, and padded slots get 0 (for
-    left padding this is ``(cumsum(mask) - 1).clamp(min=0)``).
-
-    Args:
-        attention_mask: ``(..., seq)`` of 0 (padding) and 1 (token), integer or bool.
-
-    Returns:
-        int64 ``(..., seq)`` on the mask's device.
-    """
-    if not isinstance(attention_mask, Tensor):
-        raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
-    if attention_mask.is_floating_point() or attention_mask.is_complex():
-        raise TypeError(f"attention_mask must have an integer or bool dtype, got {attention_mask.dtype}")
-    if attention_mask.ndim < 1:
-        raise ValueError(f"attention_mask must have shape (..., seq), got shape {tuple(attention_mask.shape)}")
-    mask = attention_mask.long()
-    if mask.numel() and bool(((mask != 0) & (mask != 1)).any()):
-        raise ValueError(f"attention_mask must hold only 0 and 1, got values {sorted(set(mask.unique().tolist()))}")
-    return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
 
 
 class RotaryEmbedding(nn.Module):

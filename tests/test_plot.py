@@ -501,3 +501,44 @@ def test_chapter13_figures():
         "RoPE, base 10,000", "no position encoding"]
     with pytest.raises(ValueError):
         plot.layer_plans({})
+
+
+# --- 12_positions_in_practice ---
+
+
+def test_packing_masks():
+    fig = plot.packing_masks([0, 3, 7, 10])
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
+    left, right = (ax.get_images()[0].get_array() for ax in fig.axes)
+    assert int((left == 2).sum()) == 3 * 4 + 3 * 3 + 4 * 3  # query rows below a cut see earlier docs
+    assert int((right == 2).sum()) == 0 and int((right > 0).sum()) == 6 + 10 + 6
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()][:5] == ["0", "1", "2", "0", "1"]
+    for ax in fig.axes:
+        assert "(tokens)" in ax.get_xlabel() and ax.get_title()
+
+
+def test_rerotation_drift():
+    fig = plot.rerotation_drift([1, 10, 100], {"step by step": [1e-7, 1e-6, 1e-5], "once": [1e-7] * 3})
+    (ax,) = fig.axes
+    assert len(ax.get_lines()) == 2 and ax.get_xscale() == ax.get_yscale() == "log"
+    with pytest.raises(ValueError, match="has 2 values for 3 shifts"):
+        plot.rerotation_drift([1, 2, 3], {"a": [1, 2]})
+
+
+def test_dynamic_ntk_scores():
+    n = torch.arange(10)
+    fig = plot.dynamic_ntk_scores(n, {"fresh": n * 1.0, "cached": n * 1.0 + 1}, original_max=6)
+    ax_s, ax_d = fig.axes
+    assert len(ax_s.get_lines()) == 3 and len(ax_d.get_lines()) == 2  # series + the L line
+    assert ax_d.get_lines()[0].get_ydata().tolist() == [1.0] * 10
+
+
+def test_layout_scores():
+    right = torch.arange(16.0).reshape(4, 4)
+    fig = plot.layout_scores(right, -right, labels=("NEOX", "NORM"))
+    ax_r, ax_w = fig.axes[:2]
+    assert [ax_r.get_title(), ax_w.get_title()] == ["NEOX", "NORM"]
+    shown = ax_r.get_images()[0].get_array()
+    assert float(shown[3, 2]) == 14.0 and bool(shown.mask[0, 1])  # the future is blank
+    with pytest.raises(ValueError, match="square score matrices"):
+        plot.layout_scores(torch.zeros(2, 3), torch.zeros(2, 3))
