@@ -6,13 +6,18 @@ cos(m·θ_j) and sin(m·θ_j) for positions 0..capacity-1, built once and grown
 gathers the rows for the positions it is given and rotates q and k in their
 own dtype.
 
-The tables are computed from float64 angles and rounded once to float32.
-Computing m·θ_j in float32, as transformers does, puts an error of up to
-half a float32 ulp of m·θ_j into every angle: about 4e-3 rad at position
-100,000, more than bfloat16's own rounding of cos and sin (chapter
-08_numerics). The cache is built once, so the wider arithmetic costs nothing
-per forward call. ``module.to(torch.bfloat16)`` moves the module but keeps
-its tables in float32: a cast of the tables would throw that precision away.
+The tables are cos and sin of the exact angles m·θ_j of the float32
+frequencies θ_j that :func:`ropelab.inv_freq` returns (bit-identical to
+transformers' ``inv_freq``, the frequencies a checkpoint was trained with):
+the product m·θ_j is taken in float64, where it is exact for m < 2^29,
+and cos/sin are rounded once to float32. Two other choices would change the
+angles (chapter 08_numerics): float64 θ_j is a different frequency, off by
+m·(θ64 − θ32), up to 9.7e-4 rad at position 32,767 (base 10,000); and the
+float32 product that transformers computes rounds each angle by up to half
+a float32 ulp of m·θ_j, about 4e-3 rad at position 100,000. The cache is
+built once, so the wider arithmetic costs nothing per forward call.
+``module.to(torch.bfloat16)`` moves the module but keeps its tables in
+float32: a cast of the tables would throw that precision away.
 
 Two pure helpers go with it: :func:`table_bytes` (the memory the tables
 take) and :func:`positions_from_mask` (per-row position ids for a padded batch).
@@ -152,13 +157,13 @@ class RotaryEmbedding(nn.Module):
 
     def _build(self, n: int) -> None:
         device = self.cos_cached.device
-        theta32, attention = scaled_inv_freq(self.head_dim, self.base, self.scaling, seq_len=self._theta_len)
-        theta64, _ = scaled_inv_freq(
-            self.head_dim, self.base, self.scaling, seq_len=self._theta_len, dtype=torch.float64
+        theta32, attention = scaled_inv_freq(
+            self.head_dim, self.base, self.scaling, seq_len=self._theta_len
         )
         self.inv_freq, self.attention_scaling = theta32.to(device), attention
+        # the exact product m·θ32: float64 arithmetic on the float32 frequencies
         self.cos_cached, self.sin_cached = cos_sin(
-            torch.arange(n, device=device), theta64.to(device), layout=self.layout,
+            torch.arange(n, device=device), self.inv_freq.double(), layout=self.layout,
             attention_scaling=attention, dtype=torch.float32,
         )
 

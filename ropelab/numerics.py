@@ -32,6 +32,7 @@ __all__ = [
     "unit_roundoff",
     "log_positions",
     "angles_in",
+    "exact_cos_sin",
     "cos_error",
     "cos_error_bound",
     "attention_logits",
@@ -111,6 +112,53 @@ def angles_in(positions: Tensor, inv_freq: Tensor, dtype: torch.dtype) -> Tensor
     return positions.to(dtype).unsqueeze(-1) * inv_freq.to(dtype)
 
 
+def exact_cos_sin(
+    positions: Tensor, dim: int, base: float, *, inv_freq: Tensor | None = None, digits: int = 40
+) -> tuple[Tensor, Tensor]:
+    """cos and sin of the exact angles m·θ_j, rounded once to float64 (08_numerics).
+
+    The reference that float64 cannot be for itself: the angles are computed
+    with ``digits`` significant decimal digits (mpmath, which ships with
+    torch's dependency sympy), so a float64 angle's own error shows when it
+    is compared with this. With ``inv_freq=None`` θ_j is the real number
+    b^(-2j/d); with a float tensor θ_j is the exact value of each of its
+    elements (e.g. the float32 frequencies a checkpoint was trained with).
+    It costs about 10 µs per entry: use it on a few hundred positions.
+
+    Args:
+        positions: integer positions ``(n,)``, ≥ 0.
+        dim: head dimension d.
+        base: frequency base b.
+        inv_freq: ``(dim // 2,)`` frequencies taken exactly, or None for the real θ_j.
+        digits: working precision in decimal digits.
+
+    Returns:
+        ``(cos, sin)``, float64 ``(n, dim // 2)`` on the CPU.
+    """
+    import mpmath
+
+    positions = _check_positions(positions)
+    dim, base = check_dim(dim), check_base(base)
+    if inv_freq is not None:
+        inv_freq = check_float_tensor(inv_freq, "inv_freq")
+        if inv_freq.shape != (dim // 2,):
+            raise ValueError(f"inv_freq must have shape ({dim // 2},), got {tuple(inv_freq.shape)}")
+    ctx = mpmath.mp.clone()
+    ctx.dps = digits
+    if inv_freq is None:
+        thetas = [ctx.power(ctx.mpf(base), ctx.mpf(-2 * j) / dim) for j in range(dim // 2)]
+    else:  # a binary float converts to mpf exactly
+        thetas = [ctx.mpf(t) for t in inv_freq.double().cpu().tolist()]
+    cos_rows, sin_rows = [], []
+    for m in positions.cpu().tolist():
+        angles = [m * t for t in thetas]
+        cos_rows.append([float(ctx.cos(a)) for a in angles])
+        sin_rows.append([float(ctx.sin(a)) for a in angles])
+    shape = (len(cos_rows), dim // 2)
+    return (torch.tensor(cos_rows, dtype=F64).reshape(shape),
+            torch.tensor(sin_rows, dtype=F64).reshape(shape))
+
+
 def _reference(positions: Tensor, dim: int, base: float) -> tuple[Tensor, Tensor]:
     theta = _inv_freq(dim, base, dtype=F64).to(positions.device)
     return theta, positions.to(F64).unsqueeze(-1) * theta
@@ -127,7 +175,13 @@ def _check_positions(positions: object) -> Tensor:
 
 
 def cos_error(
-    positions: Tensor, dim: int, base: float, angle_dtype: torch.dtype, *, cos_dtype: torch.dtype = F64
+    positions: Tensor,
+    dim: int,
+    base: float,
+    angle_dtype: torch.dtype,
+    *,
+    cos_dtype: torch.dtype = F64,
+    exact: bool = False,
 ) -> Tensor:
     """max_j |cos(ã_j) − cos(m·θ_j)| for each position m, ã computed in ``angle_dtype`` (08_numerics).
 
@@ -140,8 +194,9 @@ def cos_error(
     as a model's would be. That models a correctly rounded cosine in
     ``cos_dtype``, so the numbers do not depend on the machine's cos
     implementation (a real one may be an ulp further off). The reference is
-    cos(m·θ_j) with everything in float64, so ``angle_dtype=torch.float64``
-    gives 0.
+    cos(m·θ_j) with everything in float64, fast but blind to float64's own
+    error (``angle_dtype=torch.float64`` gives 0); with ``exact=True`` it is
+    :func:`exact_cos_sin` (real θ_j, exact product), which shows it.
 
     A float16 position above 65,504 overflows to inf and its cos is NaN: the
     result is NaN there.
@@ -162,7 +217,8 @@ def cos_error(
     theta, reference = _reference(positions, dim, base)
     a = angles_in(positions, theta, angle_dtype)
     c = a.to(F64).cos().to(cos_dtype)
-    return (c.to(F64) - reference.cos()).abs().amax(-1)
+    ref_cos = exact_cos_sin(positions, dim, base)[0].to(positions.device) if exact else reference.cos()
+    return (c.to(F64) - ref_cos).abs().amax(-1)
 
 
 def cos_error_bound(

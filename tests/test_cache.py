@@ -22,7 +22,7 @@ def qk(batch=2, heads=4, seq=7, dim=16, dtype=torch.float32, seed=0, kv_heads=No
 def test_default_positions_equal_the_functional_path(layout):
     rope = RotaryEmbedding(16, layout=layout)
     q, k = qk()
-    cos, sin = cos_sin(torch.arange(7), inv_freq(16, dtype=F64), layout=layout)
+    cos, sin = cos_sin(torch.arange(7), inv_freq(16).double(), layout=layout)
     rq, rk = rope(q, k)
     assert torch.equal(rq, apply_rotary(q, cos, sin, layout=layout))
     assert torch.equal(rk, apply_rotary(k, cos, sin, layout=layout))
@@ -98,22 +98,54 @@ def test_returns_input_dtype_and_keeps_float32_tables(dtype):
     assert rope.cos_cached.dtype == torch.float32 and rope.inv_freq.dtype == torch.float32
 
 
+def _exact_cos_sin(pos, theta32):
+    """cos and sin of the exact angles m·θ32, with mpmath at 50 digits (an independent reference)."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 50
+    rows_c, rows_s = [], []
+    for m in pos.tolist():
+        angles = [mpmath.mpf(m) * mpmath.mpf(float(t)) for t in theta32.tolist()]
+        rows_c.append([float(mpmath.cos(a)) for a in angles])
+        rows_s.append([float(mpmath.sin(a)) for a in angles])
+    return torch.tensor(rows_c, dtype=F64), torch.tensor(rows_s, dtype=F64)
+
+
+@pytest.mark.parametrize("base, positions", [
+    (10000.0, [0, 1, 2047, 32767]),
+    (500000.0, [100_000, 100_001, 999_999]),
+])
+def test_tables_are_cos_sin_of_the_exact_product_of_the_float32_frequencies(base, positions):
+    dim = 64
+    pos = torch.tensor(positions)
+    rope = RotaryEmbedding(dim, base, max_position=1)
+    cos, sin = rope.tables(pos)
+    theta32 = inv_freq(dim, base)
+    ref_cos, ref_sin = _exact_cos_sin(pos, theta32)
+    for got, ref in ((cos, ref_cos), (sin, ref_sin)):
+        ref = torch.cat((ref, ref), dim=-1)
+        # one float32 rounding of a value in [-1, 1]: |err| <= 2^-25 (+ float64 cos/sin error)
+        assert float((got.double() - ref).abs().max()) <= 2.0**-25 + 1e-15
+    # float64 θ is another frequency: its angles are off by m·(θ64 - θ32), far above the
+    # tables' rounding at large positions, so a table built from it fails the bound above
+    far_cos64, _ = cos_sin(pos[-1:], inv_freq(dim, base, dtype=F64), dtype=F64)
+    assert float((far_cos64 - torch.cat((ref_cos, ref_cos), -1)[-1:]).abs().max()) > 1e-5
+
+
 def test_bfloat16_tables_at_position_100000_are_within_bfloat16_rounding():
     dim, base = 128, 500000.0
     rope = RotaryEmbedding(dim, base)
-    pos = torch.arange(100_000, 100_064)
+    pos = torch.arange(100_000, 100_016)
     cos, sin = rope.tables(pos)
-    j = torch.arange(dim // 2, dtype=F64)
-    angle = pos.to(F64)[:, None] * base ** (-2 * j / dim)  # float64 reference
-    angle = torch.cat((angle, angle), dim=-1)
-    for got, ref in ((cos, angle.cos()), (sin, angle.sin())):
+    ref_cos, ref_sin = _exact_cos_sin(pos, inv_freq(dim, base))
+    for got, ref in ((cos, ref_cos), (sin, ref_sin)):
+        ref = torch.cat((ref, ref), dim=-1)
         got16 = got.bfloat16().double()
-        # round-to-nearest in bfloat16 (8 significant bits): |err| <= 2^-9 * 2^ceil(log2|ref|)
+        # round-to-nearest in bfloat16 (8 significant bits): |err| <= 2^-9 * 2^floor(log2|ref|)
         half_ulp = 2.0 ** (torch.floor(torch.log2(ref.abs().clamp_min(2**-60))) - 8)
         assert bool(((got16 - ref).abs() <= half_ulp + 2**-24).all())
     # float32 angles, as transformers computes them, are not that precise at this position
     cos32, _ = cos_sin(pos, inv_freq(dim, base), dtype=torch.float32)
-    assert float((cos32.double() - angle.cos()).abs().max()) > 1e-3
+    assert float((cos32.double() - torch.cat((ref_cos, ref_cos), -1)).abs().max()) > 1e-3
 
 
 def test_scaling_dict_is_checked():
@@ -195,8 +227,8 @@ def test_matches_transformers_llama(dtype, position_ids):
         rq, rk = rope(q, k, offset=int(position_ids[0, 0]))
     else:
         rq, rk = rope(q, k, position_ids)
-    # transformers computes m·θ in float32, ropelab in float64: the tables differ by at most
-    # transformers' own angle rounding, half an ulp of m·θ <= m·2^-24 (plus float32 cos rounding).
+    # same float32 θ; transformers rounds the product m·θ to float32, ropelab keeps it exact:
+    # the tables differ by at most that rounding, half an ulp of m·θ <= m·2^-24 (plus cos's).
     bound = (int(position_ids.max()) + 1) * 2.0**-24 + 2.0**-24
     if dtype == torch.float32:
         cos, _ = rope.tables(position_ids)

@@ -293,3 +293,33 @@ def test_transformers_llama_rotary_buffer_is_cast_too():
 def test_module_exports():
     for name in numerics.__all__:
         assert hasattr(numerics, name)
+
+
+# --- exact reference (mpmath) ---
+
+from ropelab.numerics import exact_cos_sin  # noqa: E402
+
+
+def test_exact_cos_sin_of_float32_frequencies_matches_libm_on_exact_products():
+    # m·θ32 is exact in float64 (24 + 17 bits), so libm's cos of it is within an ulp of the truth
+    theta32 = ropelab.inv_freq(16, 10000.0)
+    pos = torch.tensor([0, 1, 5, 4095, 100_000])
+    cos, sin = exact_cos_sin(pos, 16, 10000.0, inv_freq=theta32)
+    angles = pos.double()[:, None] * theta32.double()
+    assert float((cos - angles.cos()).abs().max()) <= 2.3e-16
+    assert float((sin - angles.sin()).abs().max()) <= 2.3e-16
+
+
+def test_float64_angles_have_a_real_error_against_the_exact_reference():
+    pos = torch.tensor([1_000_000])
+    err = float(numerics.cos_error(pos, 128, 10000.0, torch.float64, exact=True)[0])
+    bound = float(numerics.cos_error_bound(pos, 128, 10000.0, torch.float64)[0])
+    assert 1e-12 < err <= bound  # not 0, as a float64 reference would report
+    assert float(numerics.cos_error(pos, 128, 10000.0, torch.float64)[0]) == 0.0
+
+
+def test_exact_cos_sin_errors():
+    with pytest.raises(ValueError, match="inv_freq must have shape"):
+        exact_cos_sin(torch.tensor([1]), 8, 10000.0, inv_freq=torch.ones(3))
+    with pytest.raises(TypeError, match="integer dtype"):
+        exact_cos_sin(torch.tensor([1.0]), 8, 10000.0)

@@ -327,3 +327,33 @@ def test_context_extension_factors_optional_lines():
     assert len(fig.axes[0].get_lines()) == 4  # PI, NTK-aware, YaRN and the vertical line
     with pytest.raises(ValueError, match="dim // 2 = 32"):
         plot.context_extension_factors(dim=64, longrope_factors=[1.0] * 3)
+
+
+# --- chapter 07's per-section figures ---
+
+
+def _labels(fig):
+    ax = fig.axes[0]
+    return ax.get_xlabel(), ax.get_ylabel(), [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_chapter_07_section_figures_have_labelled_axes_and_legends():
+    figs = [
+        plot.pi_interpolation([0, 0.5, 1], [1.0, 0.8, 0.5], [0, 1], [1.0, 0.5], [0, 0.1, 0]),
+        plot.angle_overshoot({"PI": [0.5, 1.0, 1.0]}, first_slow=1),
+        plot.yarn_ramps([1, 0.5, 0], [1, 0.7, 0], j_low=0, j_high=2),
+        plot.attention_temperature([2, 4], {"YaRN": [1.1, 1.3]}),
+        plot.llama3_bands([10, 3000, 9000], [1, 3, 8], high_wavelength=2048, low_wavelength=8192),
+        plot.longrope_factors([1, 1.1], [1, 9], first_slow=1),
+    ]
+    for fig in figs:
+        xlabel, ylabel, legend = _labels(fig)
+        assert xlabel and ylabel and legend
+        assert fig._suptitle is not None
+    assert "slow pairs (no full turn in training)" in _labels(figs[1])[2]
+    assert len(figs[2].axes[0].lines) == 4  # two ramps, two ramp ends
+
+
+def test_stale_cache_error_one_line():
+    fig = plot.stale_cache_error([0, 1, 2], [0.0, 0.5, 1.0])
+    assert len(fig.axes[0].lines) == 1 and "position" in fig.axes[0].get_xlabel()
