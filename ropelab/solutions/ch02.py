@@ -8,6 +8,6 @@ __all__ = ["rotate_pair"]
 
 
 def rotate_pair(x1: float, x2: float, m: int, theta: float) -> tuple[float, float]:
-    """Exercise 1: the pair (x1, x2) rotated to position m, (x1 + i·x2)·e^{imθ} (eq. ``euler``)."""
+    """Exercise 1: the pair (x1, x2) rotated to position m, (x1 + i·x2)·e^{imθ}."""
     z = complex(x1, x2) * cmath.exp(1j * m * theta)
     return z.real, z.imag

@@ -9,8 +9,9 @@ __all__ = ["rotation_matrix"]
 
 
 def rotation_matrix(position: int, theta: Tensor) -> Tensor:
-    """Exercise 1: R_{Θ,m} in the interleaved layout, one 2×2 block per frequency (eq. ``rmatrix``); (d, d)."""
+    """Exercise 1: R_{Θ,m}, interleaved, one 2×2 block per frequency; (d, d)."""
     a = position * theta
     c, s = a.cos(), a.sin()
-    blocks = torch.stack((torch.stack((c, -s), -1), torch.stack((s, c), -1)), -2)  # (d/2, 2, 2)
+    blocks = torch.stack((torch.stack((c, -s), -1), torch.stack((s, c), -1)),
+                         -2)  # (d/2, 2, 2)
     return torch.block_diag(*blocks.unbind(0))

@@ -8,7 +8,7 @@ __all__ = ["decode_scores"]
 
 
 def decode_scores(q: Tensor, k: Tensor, rope, prompt_len: int) -> Tensor:
-    """Exercise 1: prefill ``prompt_len`` tokens, then decode one token at a time with a KV cache.
+    """Exercise 1: prefill ``prompt_len`` tokens, then decode one at a time, KV-cached.
 
     ``q``, ``k``: (..., T, d); ``rope``: a :class:`ropelab.RotaryEmbedding`.
     Returns the (..., T, T) scores, row t holding query t against keys 0..t
@@ -21,7 +21,8 @@ def decode_scores(q: Tensor, k: Tensor, rope, prompt_len: int) -> Tensor:
     pre_q, k_cache = rope(q[..., :prompt_len, :], k[..., :prompt_len, :])
     scores[..., :prompt_len, :prompt_len] = (pre_q @ k_cache.transpose(-1, -2)).tril()
     for t in range(prompt_len, T):
-        q_t, k_t = rope(q[..., t : t + 1, :], k[..., t : t + 1, :], offset=k_cache.shape[-2])
+        q_t, k_t = rope(q[..., t : t + 1, :], k[..., t : t + 1, :],
+                        offset=k_cache.shape[-2])
         k_cache = torch.cat((k_cache, k_t), dim=-2)
         scores[..., t, : t + 1] = (q_t @ k_cache.transpose(-1, -2))[..., 0, :]
     return scores
