@@ -50,11 +50,11 @@ def _owner(chapter: str) -> str:
 # Chapters that fail a rule only because they are not converted yet (state of
 # main at 4ce3b3b). Remove a chapter once its test XPASSes.
 PENDING: dict[str, set[str]] = {
-    "code_lines": {c for c in OWNERS},
-    "check_share": {c for c in OWNERS},
-    "figures_captioned": {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10"},
-    "figure_per_section": {"01", "07", "09"},
-    "about_rope": {"05", "08", "09", "10"},
+    "code_lines": {c for c in OWNERS} - {"01", "02", "03", "04", "05"},
+    "check_share": {c for c in OWNERS} - {"01", "02", "03", "04", "05"},
+    "figures_captioned": {"06", "07", "08", "09", "10"},
+    "figure_per_section": {"07", "09"},
+    "about_rope": {"08", "09", "10"},
 }
 # Package modules with lines over 88 characters at 4ce3b3b (owners: whoever
 # next edits the module; `ruff format --line-length 88` fixes most).
