@@ -1,7 +1,10 @@
 # ropelab: the book and its tests.
 #
 #   make book   install into .venv if needed, build the HTML book into _build/html
-#   make test   install if needed, build the book, run every test in one pytest call
+#   make pdf    build the whole book as one PDF: _build/the-rope-book.pdf (also
+#               offered by every page's download button)
+#   make test   install if needed, build the book and its PDF, run every test in
+#               one pytest call
 #   make lab    open JupyterLab on book/
 #
 # TORCH picks the torch build, installed before everything else so the resolver
@@ -23,8 +26,17 @@ TORCH_WANTED = $(VENV)/.torch-wanted
 TORCH_INSTALLED = $(VENV)/.torch-installed
 MATHJAX = book/_static/mathjax
 HTML = _build/html
+SINGLE = _build/singlehtml
+PDF = _build/the-rope-book.pdf
+# The CJK web font: Noto Sans SC from the npm registry, cut to the files that
+# hold the book's Chinese characters by tools/cjk_font.py (git-ignored, like
+# MathJax). npm is needed once; .ci/run installs it from Debian.
+CJK_PACKAGE = @fontsource/noto-sans-sc@5.3.0
+CJK_DIR = $(VENV)/fontsource
+CJK_CSS = book/_static/fonts/cjk.css
+BOOK_SOURCES = $(wildcard book/*.md book/*.ipynb book/*.bib book/_static/*.css) _config.yml _toc.yml
 
-.PHONY: install book html test lab clean distclean FORCE
+.PHONY: install book html pdf test lab clean distclean FORCE
 
 install: $(STAMP)
 
@@ -55,20 +67,42 @@ $(STAMP): requirements.txt pyproject.toml $(TORCH_WANTED)
 	test -f $(MATHJAX)/tex-chtml.js
 	touch $@
 
+$(CJK_DIR)/package/400.css:
+	@command -v npm >/dev/null || { echo "npm is needed once, to fetch the CJK web font: apt-get install npm" >&2; exit 1; }
+	rm -rf $(CJK_DIR)
+	mkdir -p $(CJK_DIR)
+	cd $(CJK_DIR) && npm pack --silent $(CJK_PACKAGE) >/dev/null && \
+		tar xzf *.tgz --wildcards 'package/400.css' 'package/LICENSE' 'package/files/*-400-normal.woff2' && \
+		rm -f *.tgz
+
+$(CJK_CSS): $(CJK_DIR)/package/400.css tools/cjk_font.py $(wildcard book/*.md book/*.ipynb) | $(STAMP)
+	$(BIN)/python tools/cjk_font.py $(CJK_DIR)/package
+
 # -W: warnings are errors; -n: every cross-reference must resolve;
 # --keep-going: report all of them, not just the first. No network is needed:
 # notebooks are not executed here (see _config.yml) and MathJax is local.
-html: $(STAMP)
+html: $(STAMP) $(CJK_CSS)
 	$(BIN)/jupyter-book build . -W -n --keep-going
+	@if [ -f $(PDF) ]; then cp $(PDF) $(HTML)/the-rope-book.pdf; fi
+
+# The whole book as one PDF: the single-page build printed by the system
+# Chromium (tools/pdf.py; math typeset by the book's MathJax, nothing fetched).
+# A copy goes into the HTML build, where each page's download button links it.
+$(PDF): $(STAMP) $(CJK_CSS) $(BOOK_SOURCES) tools/pdf.py tools/book_ext.py
+	$(BIN)/jupyter-book build . --builder singlehtml
+	$(BIN)/python tools/pdf.py $(SINGLE) $@
+	@if [ -d $(HTML) ]; then cp $@ $(HTML)/the-rope-book.pdf; fi
+
+pdf: $(PDF)
 
 book: html
 	@echo "The book: $(CURDIR)/$(HTML)/index.html"
 
 # One pytest call: unit and property tests (tests/), every notebook in strict
-# nbval (book/), and the render check of the built HTML in headless Chromium
-# (tests/test_render.py, which needs the build, hence `html` first).
+# nbval (book/), and the render check of the built HTML and PDF in headless
+# Chromium (tests/test_render.py, which needs both, hence `html pdf` first).
 # pytest exits non-zero when a test fails and also when none was collected (5).
-test: html
+test: html pdf
 	$(BIN)/python -m pytest tests book $(PYTEST_ARGS)
 
 # Jupyter refuses to run as root unless told to (containers, CI images).
@@ -81,6 +115,6 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(MATHJAX) *.egg-info
+	rm -rf $(VENV) $(MATHJAX) book/_static/fonts *.egg-info
 
 FORCE:
