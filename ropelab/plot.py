@@ -890,7 +890,7 @@ def angle_overshoot(curves, *, first_slow: int) -> Figure:
         A Figure with one axis, log y: one line per method, the slow pairs
         shaded, and a line at 1 (the largest angle seen in training).
     """
-    fig, ax = _new_figure(width=7.2, height=4.2)
+    fig, ax = _new_figure(width=7.2, height=5.4)
     n = 0
     for name, values in curves.items():
         values = [float(v) for v in values]
@@ -899,10 +899,14 @@ def angle_overshoot(curves, *, first_slow: int) -> Figure:
     ax.axvspan(first_slow - 0.5, n - 0.5, color="0.9", label="slow pairs (no full turn in training)")
     ax.axhline(1.0, color="0.3", ls="--", lw=1, label="largest angle seen in training")
     ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    ticks = [2.0**k for k in range(-8, 8) if low <= 2.0**k <= high]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
     ax.set_xlabel("pair index j")
-    ax.set_ylabel("largest angle at L' / largest angle at L")
+    ax.set_ylabel("largest angle at L' / at L")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small", loc="upper left")
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     return _finish(fig, "Where each pair's angles end up on the longer sequence")
 
 
@@ -1080,6 +1084,35 @@ def angle_precision(
 
 
 # --- 09_performance -----------------------------------------------------------
+
+__all__ += ["angle_error_sources"]
+
+
+def angle_error_sources(positions, curves, *, base: float, dim: int) -> Figure:
+    """The three sources of a float32 table's error against the position (08_numerics).
+
+    Args:
+        positions: the positions m (tokens).
+        curves: ``{source name: largest error over the pairs at each position}``;
+            a constant source (the rounding of cos and sin) may be a single number.
+        base, dim: the settings, for the title.
+
+    Returns:
+        A Figure with one log-log axis, one line per source.
+    """
+    xs = [float(p) for p in positions]
+    fig, ax = _new_figure(width=6.8, height=4.6)
+    for name, values in curves.items():
+        ys = [float(values)] * len(xs) if isinstance(values, (int, float)) else [float(v) for v in values]
+        ax.plot(xs, ys, lw=1.6, ls="--" if isinstance(values, (int, float)) else "-", label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("position m (tokens)")
+    ax.set_ylabel("largest error over the pairs (rad, or unitless for cos)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    return _finish(fig, f"Error sources of a float32 table, d = {dim}, base {base:,.0f}")
+
 
 __all__ += ["bench_ratios"]
 

@@ -439,6 +439,13 @@ def test_stale_cache_error_one_line():
     assert len(fig.axes[0].lines) == 1 and "position" in fig.axes[0].get_xlabel()
 
 
+def test_angle_error_sources_one_line_per_source():
+    fig = plot.angle_error_sources([1, 10, 100], {"frequency": [1e-8, 1e-7, 1e-6], "cos": 3e-8},
+                                   base=10000.0, dim=8)
+    ax = fig.axes[0]
+    assert len(ax.lines) == 2 and ax.get_xscale() == "log" and "position" in ax.get_xlabel()
+
+
 # --- intro ---
 
 

@@ -8,7 +8,7 @@ __all__ = ["pi_inv_freq", "ntk_base"]
 
 
 def pi_inv_freq(d: int, base: float, s: float) -> torch.Tensor:
-    """Position Interpolation's frequencies θ_j / s in float64, ``(d // 2,)`` (eq. ``ext-pi``)."""
+    """Position Interpolation's frequencies θ_j / s, float64 ``(d // 2,)`` (ext-pi)."""
     return 1.0 / (s * base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
 
 

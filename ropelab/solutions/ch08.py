@@ -8,7 +8,7 @@ __all__ = ["first_lost"]
 
 
 def first_lost(dtype: torch.dtype = torch.bfloat16, search_up_to: int = 1 << 16) -> int:
-    """The first non-negative integer that ``dtype`` cannot hold, found by casting (num-ex1).
+    """The first integer ≥ 0 that ``dtype`` cannot hold, found by casting (num-ex1).
 
     Casts 0..search_up_to-1 to ``dtype`` and back and returns the first
     integer that does not survive; compare with 2^p + 1 for p significand bits.
