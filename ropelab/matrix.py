@@ -140,19 +140,20 @@ _PRODUCTS = {"mm", "bmm", "mv", "dot", "matmul", "addmm", "baddbmm"}
 
 
 def count_arithmetic(fn) -> dict[str, int]:
-    """Run ``fn()`` and count the arithmetic that torch actually executes (04_rotation_matrix, eq. ``rmat-flops``).
+    """Run ``fn()`` and count the arithmetic torch executes (04_rotation_matrix, eq. ``rmat-flops``).
 
-    An independent check of :func:`matmul_flops` and :func:`elementwise_flops`:
-    a ``TorchDispatchMode`` sees every operation torch dispatches, after
+    An independent check of ``matmul_flops`` and ``elementwise_flops``: a
+    ``TorchDispatchMode`` sees every operation torch dispatches, after
     ``einsum``, ``@`` and broadcasting have been lowered to kernels. Each
-    elementwise ``mul``, ``add``/``sub`` or ``neg`` counts one operation per
+    elementwise ``mul``, ``add``, ``sub`` or ``neg`` counts one operation per
     element of its result; a matrix product (``mm``, ``bmm``, ``mv``, ...)
-    counts ``b·m·n·k`` multiply-adds from the shapes of its operands. Views,
-    copies and concatenations move data and count nothing.
+    counts one multiply-add per output element and summed index, read off
+    the shapes of its operands. Views, copies and concatenations move data
+    and count nothing.
 
     Returns:
-        ``{"multiplications": ..., "additions": ..., "negations": ...,
-        "multiply-adds": ...}`` totals over the call.
+        A dict with the totals over the call under the keys
+        ``multiplications``, ``additions``, ``negations`` and ``multiply-adds``.
     """
     from torch.utils._python_dispatch import TorchDispatchMode
 

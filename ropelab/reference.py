@@ -28,11 +28,12 @@ import math
 import torch
 from torch import Tensor
 
-__all__ = ["apply_rotary_emb", "apply_scaling", "precompute_freqs_cis", "reshape_for_broadcast"]
+__all__ = ["apply_rotary_emb", "apply_scaling", "precompute_freqs_cis",
+           "reshape_for_broadcast"]
 
 
 def apply_scaling(freqs: Tensor) -> Tensor:
-    """Llama 3.1's frequency scaling (factor 8, bands 1 and 4, original context 8192); (dim/2,)."""
+    """Llama 3.1's frequency scaling: factor 8, bands 1 and 4, context 8192."""
     scale_factor = 8
     low_freq_factor = 1
     high_freq_factor = 4
@@ -58,7 +59,7 @@ def apply_scaling(freqs: Tensor) -> Tensor:
 def precompute_freqs_cis(
     dim: int, end: int, theta: float = 10000.0, use_scaled: bool = False
 ) -> Tensor:
-    """The unit phasors e^{i m θ_j} for m = 0..end-1 (chapter 2, eq. ``euler``); (end, dim/2), complex64."""
+    """The phasors e^{i m θ_j}, m = 0..end-1 (eq. ``euler``); (end, dim/2) complex64."""
     freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
     t = torch.arange(end, device=freqs.device, dtype=torch.float32)
     if use_scaled:
@@ -69,7 +70,7 @@ def precompute_freqs_cis(
 
 
 def reshape_for_broadcast(freqs_cis: Tensor, x: Tensor) -> Tensor:
-    """View ``freqs_cis`` (seq, dim/2) as (1, seq, 1, ..., dim/2) to broadcast against ``x``."""
+    """View ``freqs_cis`` (seq, dim/2) as (1, seq, 1, ..., dim/2), like ``x``."""
     ndim = x.ndim
     assert 0 <= 1 < ndim
     assert freqs_cis.shape == (x.shape[1], x.shape[-1])
@@ -77,8 +78,9 @@ def reshape_for_broadcast(freqs_cis: Tensor, x: Tensor) -> Tensor:
     return freqs_cis.view(*shape)
 
 
-def apply_rotary_emb(xq: Tensor, xk: Tensor, freqs_cis: Tensor) -> tuple[Tensor, Tensor]:
-    """Rotate q and k, (batch, seq, heads, head_dim), by ``freqs_cis`` (seq, head_dim/2), interleaved pairs."""
+def apply_rotary_emb(xq: Tensor, xk: Tensor, freqs_cis: Tensor) -> tuple[Tensor,
+                                                                         Tensor]:
+    """Rotate q, k (batch, seq, heads, d) by ``freqs_cis`` (seq, d/2), interleaved."""
     xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
     xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
     freqs_cis = reshape_for_broadcast(freqs_cis, xq_)

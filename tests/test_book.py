@@ -50,17 +50,17 @@ def _owner(chapter: str) -> str:
 # Chapters that fail a rule only because they are not converted yet (state of
 # main at 4ce3b3b). Remove a chapter once its test XPASSes.
 PENDING: dict[str, set[str]] = {
-    "code_lines": {c for c in OWNERS},
-    "check_share": {c for c in OWNERS},
+    "code_lines": {c for c in OWNERS} - {"01", "02", "03", "04", "05"},
+    "check_share": {c for c in OWNERS} - {"01", "02", "03", "04", "05"},
     # Display equations to split with aligned (at 400 px at most a third may
     # scroll sideways): every chapter at 4ce3b3b.
     "equations_fit": {c for c in OWNERS},
     # At 400 px these pages still scroll sideways (an inline code span in a
     # heading, inline math in a table): found by the render check at 07:40.
     "nothing_clipped": {"05", "07", "08"},
-    "figures_captioned": {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10"},
-    "figure_per_section": {"01", "07", "09"},
-    "about_rope": {"05", "08", "09", "10"},
+    "figures_captioned": {"06", "07", "08", "09", "10"},
+    "figure_per_section": {"07", "09"},
+    "about_rope": {"08", "09", "10"},
 }
 # Package modules with lines over 88 characters at 4ce3b3b (owners: whoever
 # next edits the module; `ruff format --line-length 88` fixes most).

@@ -20,7 +20,7 @@ from transformers.models.llama import modeling_llama as llama  # noqa: E402
 
 
 def rotate_by_definition(x, start, base=10000.0):
-    """x (batch, seq, heads, d) rotated pair (2j, 2j+1) by (start + s)·base^(-2j/d), float64 loops."""
+    """x (batch, seq, heads, d), pair (2j, 2j+1) turned by (start + s)·θ_j, in float64."""
     out = x.double().clone()
     d = x.shape[-1]
     for s in range(x.shape[1]):
@@ -36,13 +36,16 @@ def rotate_by_definition(x, start, base=10000.0):
 @pytest.mark.parametrize("start", [0, 7, 300])
 def test_apply_rotary_emb_is_the_interleaved_rotation(start):
     g = torch.Generator().manual_seed(start)
-    xq, xk = torch.randn(2, 5, 3, 16, generator=g), torch.randn(2, 5, 3, 16, generator=g)
+    xq, xk = torch.randn(2, 5, 3, 16, generator=g), torch.randn(2, 5, 3, 16,
+                                                                generator=g)
     freqs_cis = reference.precompute_freqs_cis(16, 512)[start : start + 5]
     q, k = reference.apply_rotary_emb(xq, xk, freqs_cis)
     assert q.dtype == xq.dtype and q.shape == xq.shape
     # float32 angles m·θ_j up to ~300 rad: rounding up to ~300·2^-24 per angle
-    torch.testing.assert_close(q.double(), rotate_by_definition(xq, start), rtol=0, atol=5e-5)
-    torch.testing.assert_close(k.double(), rotate_by_definition(xk, start), rtol=0, atol=5e-5)
+    torch.testing.assert_close(q.double(), rotate_by_definition(xq, start), rtol=0,
+                               atol=5e-5)
+    torch.testing.assert_close(k.double(), rotate_by_definition(xk, start), rtol=0,
+                               atol=5e-5)
 
 
 def test_precompute_freqs_cis_shape_dtype_and_unit_modulus():
@@ -62,8 +65,10 @@ def test_apply_scaling_keeps_fast_divides_slow():
 
 def test_meta_equals_transformers_after_the_layout_permutation():
     g = torch.Generator().manual_seed(0)
-    xq, xk = torch.randn(1, 6, 2, 32, generator=g), torch.randn(1, 6, 2, 32, generator=g)
-    mq, mk = reference.apply_rotary_emb(xq, xk, reference.precompute_freqs_cis(32, 64)[10:16])
+    xq, xk = torch.randn(1, 6, 2, 32, generator=g), torch.randn(1, 6, 2, 32,
+                                                                generator=g)
+    freqs_cis = reference.precompute_freqs_cis(32, 64)[10:16]
+    mq, mk = reference.apply_rotary_emb(xq, xk, freqs_cis)
     config = llama.LlamaConfig(hidden_size=64, num_attention_heads=2, head_dim=32)
     cos, sin = llama.LlamaRotaryEmbedding(config)(xq, torch.arange(10, 16)[None])
     hq, hk = llama.apply_rotary_pos_emb(
@@ -72,7 +77,8 @@ def test_meta_equals_transformers_after_the_layout_permutation():
     torch.testing.assert_close(hq, to_half_split(mq.transpose(1, 2)), rtol=0, atol=1e-5)
     torch.testing.assert_close(hk, to_half_split(mk.transpose(1, 2)), rtol=0, atol=1e-5)
     # without the permutation the two codes rotate different pairs
-    wrong, _ = llama.apply_rotary_pos_emb(xq.transpose(1, 2), xk.transpose(1, 2), cos, sin)
+    wrong, _ = llama.apply_rotary_pos_emb(xq.transpose(1, 2), xk.transpose(1, 2), cos,
+                                          sin)
     assert (wrong - mq.transpose(1, 2)).abs().max() > 0.1
 
 
