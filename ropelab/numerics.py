@@ -189,10 +189,10 @@ def cos_error(
     cos_dtype: torch.dtype = F64,
     exact: bool = False,
 ) -> Tensor:
-    """max_j |cos(ã_j) − cos(m·θ_j)| for each position m, ã computed in ``angle_dtype`` (08_numerics).
+    """``max_j |cos(ã_j) − cos(m·θ_j)|`` for each position m, ã in ``angle_dtype`` (08_numerics).
 
     θ_j is computed in float64 and cast to ``angle_dtype``, the positions are
-    cast to ``angle_dtype`` and the product is taken there (:func:`angles_in`).
+    cast to ``angle_dtype`` and the product is taken there (:func:`ropelab.numerics.angles_in`).
     The cosine of that angle is taken in float64 and rounded to
     ``cos_dtype``. With ``cos_dtype=torch.float64`` (the default) the result
     is the angle's representation error seen through cos; with
