@@ -505,16 +505,16 @@ def test_qwen3(monkeypatch):
 
 
 def test_qwen3_next(monkeypatch):
-    """Qwen3-Next: half-split on the first 25 % of each head (64 of 256), base 5,000,000."""
+    """Qwen3-Next: half-split on the first 25 % of each head (64 of 256), base 10,000,000."""
     config = qwen3_next.Qwen3NextConfig(
         hidden_size=64, num_attention_heads=2, num_key_value_heads=1, head_dim=32, num_hidden_layers=4,
         intermediate_size=32, moe_intermediate_size=16, shared_expert_intermediate_size=16, num_experts=2,
         num_experts_per_tok=1, linear_num_key_heads=2, linear_num_value_heads=2, linear_key_head_dim=8,
         linear_value_head_dim=8, vocab_size=32,
-        rope_parameters={"rope_type": "default", "rope_theta": 5e6, "partial_rotary_factor": 0.25})
+        rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25})
     scaling = {"partial_rotary_factor": 0.25}
     half_split_family(monkeypatch, qwen3_next, qwen3_next.Qwen3NextRotaryEmbedding, qwen3_next.Qwen3NextAttention,
-                      config, RotaryEmbedding(32, 5e6, scaling=scaling), rotary_dim=8, base=5e6, scaling=scaling)
+                      config, RotaryEmbedding(32, 1e7, scaling=scaling), rotary_dim=8, base=1e7, scaling=scaling)
 
 
 GPT_OSS_YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,

@@ -199,12 +199,23 @@ def test_alibi_matches_bloom(heads):
     close(alibi_slopes(heads), bloom[:, 1])
 
 
-def test_xpos_decay_is_the_key_query_scale_ratio():
-    z = xpos_decay(16)
-    assert z[0] == pytest.approx(0.4 / 1.4) and float(z.max()) < 1
-    B, m, n = 512.0, 700, 300
-    # q scaled by ζ^(m/B), k by ζ^(-n/B): the product is ζ^((m-n)/B), the xPos decay
-    close(z ** (m / B) * z ** (-n / B), z ** ((m - n) / B), 1e-12)
+def test_xpos_scaled_rope_scores_decay_by_zeta_per_pair():
+    """xPos as applied: q at m scaled by ζ^(m/B), k at n by ζ^(-n/B), then rotated."""
+    d, B = 16, 512.0
+    z = xpos_decay(d)
+    # torchscale's form of the same scale: (arange(0, d, 2) + 0.4 d) / (1.4 d)
+    close(z, (torch.arange(0, d, 2, dtype=torch.float64) + 0.4 * d) / (1.4 * d), 1e-12)
+    assert float(z.max()) < 1
+    pos = torch.tensor([0, 300, 700, 2000])
+    theta = inv_freq(d, dtype=torch.float64)
+    c, s = cos_sin(pos, theta, dtype=torch.float64)
+    scale = torch.cat([z, z])[None] ** (pos[:, None].double() / B)  # pair j: j, j + d/2
+    ones = torch.ones(len(pos), d, dtype=torch.float64)
+    scores = apply_rotary(ones * scale, c, s) @ apply_rotary(ones / scale, c, s).T
+    # q = k = ones: every pair has |h_j| = 2, so the score is d times the probe mean
+    delta = (pos[:, None] - pos[None]).double().flatten()
+    expected = d * mean_cos_score(delta, theta, z ** (1 / B)).view(len(pos), len(pos))
+    close(scores, expected, 1e-9)
 
 
 # --- multi-head latent attention ----------------------------------------------------------
