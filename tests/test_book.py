@@ -68,7 +68,7 @@ PENDING_MODULES = {
     "_checks.py", "_native.py", "attention.py", "bench.py", "cache.py", "complex.py",
     "device.py", "frequencies.py", "matrix.py", "multi_axis.py", "numerics.py",
     "pairing.py", "plot.py", "rotary.py", "scaling.py", "verify.py",
-    "solutions/__init__.py",
+    "solutions/__init__.py", "kernels/cpu.py", "kernels/torch_path.py",
 }
 
 CHECK_LINE = re.compile(r"^\s*✓|max \|Δ\| [<≤]")

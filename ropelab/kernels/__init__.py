@@ -4,8 +4,9 @@
 the Triton kernel on a CUDA GPU when Triton is installed
 (:mod:`ropelab.kernels.triton`, chapter 14), the fused CPU kernel
 (:mod:`ropelab.kernels.cpu`) on the CPU, else the torch path
-(:mod:`ropelab.kernels.torch_path`), into ``out`` if given (:func:`rotate_into`). When autograd records, the backward pass goes through
-the same dispatch: the transpose of a rotation by θ is the rotation by −θ.
+(:mod:`ropelab.kernels.torch_path`), into ``out`` if given (:func:`rotate_into`).
+When autograd records, the backward pass goes through the same dispatch: the
+transpose of a rotation by θ is the rotation by −θ.
 :func:`kernel_status` says whether the CPU kernel is in use here.
 """
 
@@ -20,8 +21,10 @@ from . import cpu, torch_path
 try:
     from torch._C._functorch import is_functorch_wrapped_tensor as _is_functorch_wrapped
 except ImportError:  # older torch: no torch.func wrappers to see
+
     def _is_functorch_wrapped(t: Tensor) -> bool:
         return False
+
 
 __all__ = ["kernel_status", "rotate", "rotate_into", "transformed"]
 
@@ -44,8 +47,13 @@ def kernel_status() -> dict[str, object]:
 
 
 def rotate_into(
-    out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str,
-    *, native: bool = True,
+    out: Tensor,
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    layout: str,
+    *,
+    native: bool = True,
 ) -> None:
     """out = x·cos + rot(x)·sin without the plain formula's temporaries.
 
@@ -66,8 +74,9 @@ def rotate_into(
     torch_path.rotate_into(out, x, cos, sin, layout)
 
 
-def _triton_rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor,
-                        layout: str) -> bool:
+def _triton_rotate_into(
+    out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str
+) -> bool:
     """The Triton kernel for a CUDA tensor; False when Triton is not installed."""
     try:
         from . import triton as triton_kernel
@@ -90,7 +99,7 @@ def transformed(*tensors: Tensor) -> bool:
 
 
 def _swap_pairs(t: Tensor, layout: str, first: float, second: float) -> Tensor:
-    """Pairs (a, b) of the last axis -> (first·b, second·a); (-1, 1) is a 90° turn."""
+    """Pairs (a, b) of the last axis -> (first·b, second·a); (-1, 1): a 90° turn."""
     if layout == "half_split":
         a, b = t.chunk(2, dim=-1)
         return torch.cat((first * b, second * a), dim=-1)
@@ -104,7 +113,7 @@ def _swap_pairs(t: Tensor, layout: str, first: float, second: float) -> Tensor:
 # has no forward-mode AD rule and needs its own vmap rule; torch.compile traces this
 # Function in one graph (the C kernel steps aside while torch traces).
 class _Rotation(torch.autograd.Function):
-    """The fast paths under autograd: x turns by θ forward, the gradient by −θ backward.
+    """The fast paths under autograd: x turns by θ, the gradient by −θ backward.
 
     With y = x·c + rot(x)·s, the gradient with respect to x is
     g·c − rot(g·s) = g·c + rot(g)·s', where s' is s with the two entries of
@@ -139,14 +148,15 @@ class _Rotation(torch.autograd.Function):
 def rotate(
     x: Tensor, cos: Tensor, sin: Tensor, layout: str, out: Tensor | None = None
 ) -> Tensor:
-    """``x·cos + rot(x)·sin`` by the fast paths, into ``out`` if given (09_performance).
+    """``x·cos + rot(x)·sin`` by the fast paths, into ``out`` if given (chapter 09).
 
     Where autograd records (one of the tensors requires grad) the result has
     a backward that takes the fast paths too; ``out`` must then be None.
     Tensors in one dtype and on one device, tables broadcast to ``x``.
     """
     if torch.is_grad_enabled() and (
-            x.requires_grad or cos.requires_grad or sin.requires_grad):
+        x.requires_grad or cos.requires_grad or sin.requires_grad
+    ):
         return _Rotation.apply(x, cos, sin, layout)
     if out is None:
         out = torch.empty_like(x, memory_format=torch.contiguous_format)

@@ -68,7 +68,9 @@ _KEEP = 4  # builds kept in the cache directory, newest first
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
 _warned = False
-_plans: dict[tuple, tuple | None] = {}  # shapes and strides -> the kernel's shape arguments (see _plan)
+_plans: dict[
+    tuple, tuple | None
+] = {}  # shapes and strides -> the kernel's shape arguments (see _plan)
 
 
 def _cache_dir() -> Path:
@@ -95,7 +97,10 @@ _FLAGS = ("-O3", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-math
 
 def _isa_flags() -> list[str]:
     """AVX2 and F16C for the 16-bit conversions, on x86 CPUs that torch finds AVX2 (or AVX-512) on."""
-    if platform.machine().lower() in ("x86_64", "amd64") and torch.backends.cpu.get_cpu_capability() in (
+    if platform.machine().lower() in (
+        "x86_64",
+        "amd64",
+    ) and torch.backends.cpu.get_cpu_capability() in (
         "AVX2",
         "AVX512",
     ):
@@ -106,8 +111,12 @@ def _isa_flags() -> list[str]:
 def _library_name(cc: list[str]) -> str:
     """The cached library's file name, keyed by the source, the flags, the compiler and the CPU."""
     st = os.stat(cc[0])
-    recipe = [_SOURCE.read_bytes(), " ".join([*cc, *_FLAGS, *_isa_flags()]).encode(),
-              f"{st.st_size}:{st.st_mtime_ns}".encode(), platform.machine().encode()]
+    recipe = [
+        _SOURCE.read_bytes(),
+        " ".join([*cc, *_FLAGS, *_isa_flags()]).encode(),
+        f"{st.st_size}:{st.st_mtime_ns}".encode(),
+        platform.machine().encode(),
+    ]
     key = hashlib.sha256(b"\0".join(recipe)).hexdigest()[:16]
     return f"rotary-{key}.so"
 
@@ -126,17 +135,25 @@ def _check_private(directory: Path) -> Path:
     if not stat.S_ISDIR(st.st_mode):
         raise RuntimeError(f"cache path {real} is not a directory")
     if st.st_uid != uid:
-        raise RuntimeError(f"cache directory {real} belongs to uid {st.st_uid}, not to this user "
-                           f"({uid}); set ROPELAB_CACHE_DIR to a private directory")
+        raise RuntimeError(
+            f"cache directory {real} belongs to uid {st.st_uid}, not to this user "
+            f"({uid}); set ROPELAB_CACHE_DIR to a private directory"
+        )
     if st.st_mode & 0o022:
-        raise RuntimeError(f"cache directory {real} is writable by other users (mode "
-                           f"{stat.S_IMODE(st.st_mode):o}): run chmod 700 on it and delete its "
-                           "files, or set ROPELAB_CACHE_DIR to a private directory")
+        raise RuntimeError(
+            f"cache directory {real} is writable by other users (mode "
+            f"{stat.S_IMODE(st.st_mode):o}): run chmod 700 on it and delete its "
+            "files, or set ROPELAB_CACHE_DIR to a private directory"
+        )
     for parent in real.parents:
         pst = os.stat(parent)
-        if pst.st_uid not in (uid, 0) or (pst.st_mode & 0o022 and not pst.st_mode & stat.S_ISVTX):
-            raise RuntimeError(f"{parent}, above the cache directory {real}, can be changed by "
-                               "other users; set ROPELAB_CACHE_DIR to a private directory")
+        if pst.st_uid not in (uid, 0) or (
+            pst.st_mode & 0o022 and not pst.st_mode & stat.S_ISVTX
+        ):
+            raise RuntimeError(
+                f"{parent}, above the cache directory {real}, can be changed by "
+                "other users; set ROPELAB_CACHE_DIR to a private directory"
+            )
     return real
 
 
@@ -160,13 +177,26 @@ def _build(cc: list[str], target: Path) -> None:
     try:
         errors = []
         isa = _isa_flags()
-        for extra in ([*isa, "-fopenmp", "-DROPELAB_HAVE_FLOAT16"], [*isa, "-fopenmp"], ["-fopenmp"],
-                      [*isa, "-DROPELAB_HAVE_FLOAT16"], []):
-            proc = subprocess.run([*cc, *_FLAGS, *extra, str(_SOURCE), "-o", tmp], capture_output=True, text=True,
-                                  timeout=120)
+        for extra in (
+            [*isa, "-fopenmp", "-DROPELAB_HAVE_FLOAT16"],
+            [*isa, "-fopenmp"],
+            ["-fopenmp"],
+            [*isa, "-DROPELAB_HAVE_FLOAT16"],
+            [],
+        ):
+            proc = subprocess.run(
+                [*cc, *_FLAGS, *extra, str(_SOURCE), "-o", tmp],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             if proc.returncode == 0:
-                os.chmod(tmp, 0o700)  # the linker applied the umask, which may leave it group-writable
-                os.replace(tmp, target)  # atomic: a concurrent process sees the old file or the whole new one
+                os.chmod(
+                    tmp, 0o700
+                )  # the linker applied the umask, which may leave it group-writable
+                os.replace(
+                    tmp, target
+                )  # atomic: a concurrent process sees the old file or the whole new one
                 return
             errors.append(proc.stderr.strip().splitlines()[-1:] or ["(no message)"])
         raise RuntimeError(f"{' '.join(cc)} failed: {errors[-1][0]}")
@@ -178,14 +208,18 @@ def _build(cc: list[str], target: Path) -> None:
 def _prune(directory: Path, keep: Path) -> None:
     """Delete all but the newest :data:`_KEEP` builds (``keep`` always stays) and temporary files
     that a killed compile left for more than an hour."""
+
     def mtime(p: Path) -> float:
         try:
             return p.stat().st_mtime
         except OSError:
             return 0.0
-    builds = sorted((p for p in directory.glob("rotary-*.so") if p != keep), key=mtime, reverse=True)
+
+    builds = sorted(
+        (p for p in directory.glob("rotary-*.so") if p != keep), key=mtime, reverse=True
+    )
     stale = [p for p in directory.glob("tmp-*.so") if time.time() - mtime(p) > 3600]
-    for path in builds[_KEEP - 1:] + stale:
+    for path in builds[_KEEP - 1 :] + stale:
         try:
             path.unlink()
         except OSError:
@@ -210,10 +244,22 @@ def _load() -> dict[str, Any]:
     with _lock:
         if _state:
             return _state
-        state: dict[str, Any] = {"available": False, "lib": None, "compile_s": None, "path": None,
-                                 "dtypes": frozenset(), "openmp": False, "replaced": None}
+        state: dict[str, Any] = {
+            "available": False,
+            "lib": None,
+            "compile_s": None,
+            "path": None,
+            "dtypes": frozenset(),
+            "openmp": False,
+            "replaced": None,
+        }
         try:
-            if os.environ.get("ROPELAB_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
+            if os.environ.get("ROPELAB_NATIVE", "1").strip().lower() in (
+                "0",
+                "false",
+                "no",
+                "off",
+            ):
                 raise RuntimeError("disabled by ROPELAB_NATIVE")
             if os.name == "nt":
                 raise RuntimeError("not built on Windows")
@@ -234,9 +280,14 @@ def _load() -> dict[str, Any]:
                 try:
                     lib = _open(target)
                     break
-                except (OSError, AttributeError) as exc:  # corrupt, truncated, or not our library
+                except (
+                    OSError,
+                    AttributeError,
+                ) as exc:  # corrupt, truncated, or not our library
                     if attempt == 2:
-                        raise RuntimeError(f"{target} does not load after a rebuild: {exc}") from exc
+                        raise RuntimeError(
+                            f"{target} does not load after a rebuild: {exc}"
+                        ) from exc
                     state["replaced"] = f"rebuilt {target.name}, which did not load"
                     target.unlink(missing_ok=True)
             _prune(target.parent, keep=target)
@@ -245,8 +296,12 @@ def _load() -> dict[str, Any]:
                 available=True,
                 lib=lib,
                 path=str(target),
-                reason="compiled" if state["compile_s"] is not None else "loaded from cache",
-                dtypes=frozenset(dt for dt, code in _DTYPES.items() if mask >> code & 1),
+                reason="compiled"
+                if state["compile_s"] is not None
+                else "loaded from cache",
+                dtypes=frozenset(
+                    dt for dt, code in _DTYPES.items() if mask >> code & 1
+                ),
                 openmp=bool(mask >> 8 & 1),
             )
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
@@ -260,9 +315,13 @@ def _warn_fallback(state: dict[str, Any]) -> None:
     global _warned
     if not _warned and state["reason"] != "disabled by ROPELAB_NATIVE":
         _warned = True
-        warnings.warn(f"ropelab's fused CPU kernel is unavailable ({state['reason']}); apply_rotary "
-                      "uses its torch path: the same results within one rounding, slower. "
-                      "ROPELAB_NATIVE=0 silences this.", RuntimeWarning, stacklevel=4)
+        warnings.warn(
+            f"ropelab's fused CPU kernel is unavailable ({state['reason']}); apply_rotary "
+            "uses its torch path: the same results within one rounding, slower. "
+            "ROPELAB_NATIVE=0 silences this.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def status() -> dict[str, Any]:
@@ -276,11 +335,16 @@ def status() -> dict[str, Any]:
     Building happens here if it has not yet.
     """
     state = {k: v for k, v in _load().items() if k != "lib"}
-    state["dtypes"] = [str(dt).removeprefix("torch.") for dt in _DTYPES if dt in state["dtypes"]]
+    state["dtypes"] = [
+        str(dt).removeprefix("torch.") for dt in _DTYPES if dt in state["dtypes"]
+    ]
     return state
 
 
-_PLAIN = (torch.Tensor, torch.nn.Parameter)  # subclasses (FakeTensor, ...) may have no data to point at
+_PLAIN = (
+    torch.Tensor,
+    torch.nn.Parameter,
+)  # subclasses (FakeTensor, ...) may have no data to point at
 
 
 def _traced() -> bool:
@@ -288,13 +352,17 @@ def _traced() -> bool:
     FakeTensor, export) or ``torch.compile``. A foreign call would be invisible to them, so the
     caller's torch path runs instead."""
     return bool(
-        getattr(torch.compiler, "is_compiling", lambda: False)()  # torch >= 2.3; first, as
+        getattr(
+            torch.compiler, "is_compiling", lambda: False
+        )()  # torch >= 2.3; first, as
         or torch._C._len_torch_dispatch_stack()  # torch.compile cannot trace the other two
         or torch._C._is_torch_function_mode_enabled()
     )
 
 
-def _coalesce(sizes: list[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
+def _coalesce(
+    sizes: list[int], strides: list[list[int]]
+) -> tuple[list[int], list[list[int]]]:
     """Merge leading axes that are contiguous with the next one in every tensor, and drop size-1 axes."""
     keep = [i for i, n in enumerate(sizes) if n != 1]
     sizes = [sizes[i] for i in keep]
@@ -350,10 +418,21 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
         layout: ``"half_split"`` or ``"interleaved"``.
     """
     dtype = x.dtype
-    if dtype not in _DTYPES or out.dtype != dtype or cos.dtype != dtype or sin.dtype != dtype:
+    if (
+        dtype not in _DTYPES
+        or out.dtype != dtype
+        or cos.dtype != dtype
+        or sin.dtype != dtype
+    ):
         return False
     tensors = (out, x, cos, sin)
-    if any(t.device.type != "cpu" or type(t) not in _PLAIN or t.is_neg() or t._is_zerotensor() for t in tensors):
+    if any(
+        t.device.type != "cpu"
+        or type(t) not in _PLAIN
+        or t.is_neg()
+        or t._is_zerotensor()
+        for t in tensors
+    ):
         return False  # a zero tensor has no data to point at
     if _traced():
         return False
@@ -365,7 +444,15 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
         return False
     if x.numel() == 0:
         return True
-    key = (x.shape, x.stride(), out.stride(), cos.shape, cos.stride(), sin.shape, sin.stride())
+    key = (
+        x.shape,
+        x.stride(),
+        out.stride(),
+        cos.shape,
+        cos.stride(),
+        sin.shape,
+        sin.stride(),
+    )
     plan = _plans.get(key, False)
     if plan is False:
         plan = _plan(x, out, cos, sin)
@@ -375,8 +462,27 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
     if plan is None:
         return False
     ndim, sizes, (xs, os_, cs, ss), rows = plan
-    threads = torch.get_num_threads() if state["openmp"] and x.numel() >= 2 * _GRAIN else 1
-    return state["lib"].ropelab_rotate(
-        _DTYPES[dtype], layout == "interleaved", ndim, sizes, x.data_ptr(), xs, out.data_ptr(), os_,
-        cos.data_ptr(), cs, sin.data_ptr(), ss, x.shape[-1] // 2, 0, rows, threads,
-    ) == 0
+    threads = (
+        torch.get_num_threads() if state["openmp"] and x.numel() >= 2 * _GRAIN else 1
+    )
+    return (
+        state["lib"].ropelab_rotate(
+            _DTYPES[dtype],
+            layout == "interleaved",
+            ndim,
+            sizes,
+            x.data_ptr(),
+            xs,
+            out.data_ptr(),
+            os_,
+            cos.data_ptr(),
+            cs,
+            sin.data_ptr(),
+            ss,
+            x.shape[-1] // 2,
+            0,
+            rows,
+            threads,
+        )
+        == 0
+    )

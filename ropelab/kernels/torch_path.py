@@ -21,7 +21,11 @@ _BLOCK_BYTES = 1 << 20
 
 def _complex_view_ok(t: Tensor) -> bool:
     """Whether ``t``'s last axis can be viewed as complex pairs without a copy."""
-    return t.stride(-1) == 1 and t.storage_offset() % 2 == 0 and all(st % 2 == 0 for st in t.stride()[:-1])
+    return (
+        t.stride(-1) == 1
+        and t.storage_offset() % 2 == 0
+        and all(st % 2 == 0 for st in t.stride()[:-1])
+    )
 
 
 def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> None:
@@ -39,14 +43,21 @@ def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -
     """
     h = x.shape[-1] // 2
     if getattr(torch.compiler, "is_compiling", lambda: False)():
-        _mul_fma(out, x, cos, sin, layout, h)  # torch.compile fuses it; views and blocks are
+        _mul_fma(
+            out, x, cos, sin, layout, h
+        )  # torch.compile fuses it; views and blocks are
         return  # for eager mode (and storage offsets cannot be traced)
     if layout == "interleaved" and _complex_view_ok(x) and _complex_view_ok(out):
         wide_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-        phasor = torch.complex(cos[..., 0::2].to(wide_dtype), sin[..., 0::2].to(wide_dtype))
+        phasor = torch.complex(
+            cos[..., 0::2].to(wide_dtype), sin[..., 0::2].to(wide_dtype)
+        )
         if x.dtype in (torch.float32, torch.float64):
-            torch.mul(torch.view_as_complex(x.unflatten(-1, (h, 2))), phasor,
-                      out=torch.view_as_complex(out.unflatten(-1, (h, 2))))
+            torch.mul(
+                torch.view_as_complex(x.unflatten(-1, (h, 2))),
+                phasor,
+                out=torch.view_as_complex(out.unflatten(-1, (h, 2))),
+            )
             return
         blocks = _cpu_blocks(out, x, phasor)
         if blocks is None:
@@ -54,7 +65,9 @@ def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -
             torch.view_as_complex(wide.unflatten(-1, (h, 2))).mul_(phasor)
             out.copy_(wide)  # one rounding back
             return
-        scratch = torch.empty(blocks[0][1].numel(), dtype=torch.float32, device=x.device)
+        scratch = torch.empty(
+            blocks[0][1].numel(), dtype=torch.float32, device=x.device
+        )
         for o, xb, p in blocks:
             wide = scratch[: xb.numel()].view(xb.shape)
             wide.copy_(xb)
@@ -66,7 +79,9 @@ def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -
         _mul_fma(o, xb, c, sn, layout, h)
 
 
-def _mul_fma(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, h: int) -> None:
+def _mul_fma(
+    out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, h: int
+) -> None:
     torch.mul(x, cos, out=out)
     if layout == "half_split":
         first, second = slice(0, h), slice(h, 2 * h)
@@ -76,29 +91,44 @@ def _mul_fma(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, h: i
     out[..., second].addcmul_(x[..., first], sin[..., second])
 
 
-def _cpu_blocks(out: Tensor, x: Tensor, *tables: Tensor) -> list[tuple[Tensor, ...]] | None:
+def _cpu_blocks(
+    out: Tensor, x: Tensor, *tables: Tensor
+) -> list[tuple[Tensor, ...]] | None:
     """Split a large contiguous CPU problem into cache-sized blocks of rows, or None to do it in one go.
 
     Returns ``(out_block, x_block, *table_blocks)`` tuples; each table is
     ``(..., seq, width)``, broadcast over x's leading axes.
     """
-    if x.device.type != "cpu" or x.ndim < 3 or not (x.is_contiguous() and out.is_contiguous()):
+    if (
+        x.device.type != "cpu"
+        or x.ndim < 3
+        or not (x.is_contiguous() and out.is_contiguous())
+    ):
         return None
     seq, dim = x.shape[-2], x.shape[-1]
     if x.numel() * x.element_size() <= 2 * _BLOCK_BYTES:
         return None
     lead = tuple(x.shape[:-2])
     try:  # the tables as (rows of x's leading axes, seq, width) views; a copy would defeat the purpose
-        views = [t.expand(*lead, seq, t.shape[-1]).view(-1, seq, t.shape[-1]) for t in tables]
+        views = [
+            t.expand(*lead, seq, t.shape[-1]).view(-1, seq, t.shape[-1]) for t in tables
+        ]
     except RuntimeError:
         return None
     xs, outs = x.view(-1, seq, dim), out.view(-1, seq, dim)
     rows = max(1, _BLOCK_BYTES // (dim * x.element_size()))
     if rows >= seq:
         g = rows // seq
-        return [(outs[i:i + g], xs[i:i + g], *(v[i:i + g] for v in views)) for i in range(0, xs.shape[0], g)]
+        return [
+            (outs[i : i + g], xs[i : i + g], *(v[i : i + g] for v in views))
+            for i in range(0, xs.shape[0], g)
+        ]
     return [
-        (outs[i, s:s + rows], xs[i, s:s + rows], *(v[i, s:s + rows] for v in views))
+        (
+            outs[i, s : s + rows],
+            xs[i, s : s + rows],
+            *(v[i, s : s + rows] for v in views),
+        )
         for i in range(xs.shape[0])
         for s in range(0, seq, rows)
     ]

@@ -11,7 +11,7 @@ from ropelab.kernels import triton as kt
 
 
 def partner_sign(rotary_dim: int, layout: str) -> tuple[Tensor, Tensor]:
-    """Each channel's partner π(d) and sign σ_d, so that rot(x)[d] = σ_d · x[π(d)] (eq. tri-partner).
+    """Each channel's partner π(d) and sign σ_d: rot(x)[d] = σ_d · x[π(d)] (tri-partner).
 
     Returns:
         ``(partner, sign)``: an int64 and a float32 tensor, each ``(rotary_dim,)``.
@@ -24,7 +24,7 @@ def partner_sign(rotary_dim: int, layout: str) -> tuple[Tensor, Tensor]:
 
 
 def grad_x(grad: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
-    """The gradient of the rotation with respect to x: grad rotated by −θ (eq. tri-grad)."""
+    """The gradient of the rotation with respect to x: grad rotated by −θ (tri-grad)."""
     return kt.apply_rotary(grad, cos, -sin, layout=layout)
 
 
