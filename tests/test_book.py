@@ -50,25 +50,28 @@ def _owner(chapter: str) -> str:
 # Chapters that fail a rule only because they are not converted yet (state of
 # main at 4ce3b3b). Remove a chapter once its test XPASSes.
 PENDING: dict[str, set[str]] = {
-    "code_lines": {c for c in OWNERS} - {"01", "02", "03", "04", "05"},
-    "check_share": {c for c in OWNERS} - {"01", "02", "03", "04", "05"},
+    "code_lines": set(),
+    # Over 15 % of their own output lines (the book as a whole is under it):
+    # each states several equations and checks each one.
+    "check_share": {"06", "07", "08", "10"},
+    "one_check_per_cell": set(),
     # Display equations to split with aligned (at 400 px at most a third may
     # scroll sideways): every chapter at 4ce3b3b.
     "equations_fit": {c for c in OWNERS},
     # At 400 px these pages still scroll sideways (an inline code span in a
     # heading, inline math in a table): found by the render check at 07:40.
     "nothing_clipped": {"05", "07", "08"},
-    "figures_captioned": {"06", "07", "08", "09", "10"},
-    "figure_per_section": {"07", "09"},
-    "about_rope": {"08", "09", "10"},
+    "figures_captioned": set(),
+    "figure_per_section": set(),
+    "about_rope": set(),
 }
 # Package modules with lines over 88 characters at 4ce3b3b (owners: whoever
 # next edits the module; `ruff format --line-length 88` fixes most).
 PENDING_MODULES = {
     "_checks.py", "_native.py", "attention.py", "bench.py", "cache.py", "complex.py",
     "device.py", "frequencies.py", "matrix.py", "multi_axis.py", "numerics.py",
-    "pairing.py", "plot.py", "rotary.py", "scaling.py", "verify.py",
-    "solutions/__init__.py", "kernels/cpu.py", "kernels/torch_path.py",
+    "pairing.py", "plot.py", "scaling.py", "verify.py",
+    "kernels/cpu.py", "kernels/torch_path.py",
 }
 
 CHECK_LINE = re.compile(r"^\s*✓|max \|Δ\| [<≤]")
@@ -248,7 +251,7 @@ def test_check_lines_of_the_whole_book(_):
     )
 
 
-@pytest.mark.parametrize("path", _params("check_share"))
+@pytest.mark.parametrize("path", _params("one_check_per_cell"))
 def test_one_check_line_per_cell(path):
     nb = _load(path)
     crowded = []

@@ -1,4 +1,4 @@
-"""Reference solutions to the book's exercises, one module per chapter (``ch01``, ``ch02``, ...).
+"""Reference solutions to the book's exercises, one module per chapter (``ch01``, ...).
 
 Each exercise gives the learner a stub that raises ``NotImplementedError``.
 The check cell after it calls :func:`ropelab.verify.learner_or_reference`,

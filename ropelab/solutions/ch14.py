@@ -11,7 +11,7 @@ from ropelab.kernels import triton as kt
 
 
 def partner_sign(rotary_dim: int, layout: str) -> tuple[Tensor, Tensor]:
-    """Each channel's partner π(d) and sign σ_d: rot(x)[d] = σ_d · x[π(d)] (tri-partner).
+    """Each channel's partner π(d) and sign σ_d: rot(x)[d] = σ_d · x[π(d)].
 
     Returns:
         ``(partner, sign)``: an int64 and a float32 tensor, each ``(rotary_dim,)``.
