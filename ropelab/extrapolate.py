@@ -129,7 +129,7 @@ def _finetune(model: ToyDecoder, method: Method, settings: Settings) -> ToyDecod
 
 
 def run(
-    settings: Settings = Settings(), *, threads: int = 2, log=None, models: dict[str, ToyDecoder] | None = None
+    settings: Settings = Settings(), *, threads: int = 1, log=None, models: dict[str, ToyDecoder] | None = None
 ) -> dict[str, Any]:
     """The whole experiment: returns the results dict that ``--json`` writes (see the module docstring).
 
@@ -232,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--base", type=float, default=d.base, help="RoPE base of the main model")
     parser.add_argument("--other-bases", type=float, nargs="*", default=list(d.other_bases),
                         help="bases of the comparison models (none: skip)")
-    parser.add_argument("--threads", type=_positive_int, default=2,
+    parser.add_argument("--threads", type=_positive_int, default=1,
                         help="torch CPU threads (results are reproducible for a fixed count)")
     parser.add_argument("--save-weights", metavar="PATH", help="also save the main model's trained weights")
     args = parser.parse_args(argv)

@@ -72,7 +72,7 @@ class ToyConfig:
         return asdict(self)
 
 
-def deterministic(threads: int = 2) -> None:
+def deterministic(threads: int = 1) -> None:
     """Make CPU training reproducible bit for bit: deterministic kernels and a fixed thread count."""
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive int, got {threads!r}")
