@@ -47,6 +47,7 @@ __all__ = [
 
 DEFAULT_BASE = 100.0
 OTHER_BASES = (25.0, 10000.0, 1e6)  # the base-choice comparison (see the chapter)
+METHODS = ("none", "pi", "ntk", "dynamic", "yarn", "llama3")
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class Settings:
     samples: int = 512
     base: float = DEFAULT_BASE
     other_bases: tuple[float, ...] = OTHER_BASES
+    methods: tuple[str, ...] = METHODS
 
     @property
     def lengths(self) -> list[int]:
@@ -140,11 +142,15 @@ def run(
     say = log or (lambda *_: None)
     results: list[dict[str, Any]] = []
     start = time.perf_counter()
-    model = train_base_model(settings)
-    say(f"trained base {settings.base:g} ({time.perf_counter() - start:.0f} s)")
-    if models is not None:
-        models["main"] = model
-    for method in methods(settings.base, model.cfg.head_dim, settings.train_len, settings.factor):
+    cfg = ToyConfig(base=settings.base, train_len=settings.train_len)
+    chosen = [m for m in methods(settings.base, cfg.head_dim, settings.train_len, settings.factor)
+              if m.name in settings.methods]
+    if chosen or models is not None:
+        model = train_base_model(settings)
+        say(f"trained base {settings.base:g} ({time.perf_counter() - start:.0f} s)")
+        if models is not None:
+            models["main"] = model
+    for method in chosen:
         results += _rows(model, method, 0, settings, method.name)
         if settings.finetune_steps:
             results += _rows(_finetune(model, method, settings), method, settings.finetune_steps, settings,
@@ -158,14 +164,15 @@ def run(
             results += _rows(_finetune(other, plain, settings), plain, settings.finetune_steps, settings,
                              plain.name)
         say(f"{plain.name} ({time.perf_counter() - start:.0f} s)")
-    config = model.cfg.to_dict()
+    config = cfg.to_dict()
     return {
         "train_length": settings.train_len,
         "config": config,
         "settings": {
             "multiples": list(settings.multiples), "factor": settings.factor, "steps": settings.steps,
             "finetune_steps": settings.finetune_steps, "seed": settings.seed, "samples": settings.samples,
-            "base": settings.base, "other_bases": list(settings.other_bases), "threads": threads,
+            "base": settings.base, "other_bases": list(settings.other_bases), "methods": list(settings.methods),
+            "threads": threads,
             "dtype": "float32", "device": "cpu", "torch": torch.__version__.split("+")[0],
         },
         "results": results,
@@ -232,6 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--base", type=float, default=d.base, help="RoPE base of the main model")
     parser.add_argument("--other-bases", type=float, nargs="*", default=list(d.other_bases),
                         help="bases of the comparison models (none: skip)")
+    parser.add_argument("--methods", nargs="*", choices=METHODS, default=list(METHODS),
+                        help="context extensions to apply to the main model (none: skip them); each "
+                        "method's rows do not depend on which others run")
     parser.add_argument("--threads", type=_positive_int, default=1,
                         help="torch CPU threads (results are reproducible for a fixed count)")
     parser.add_argument("--save-weights", metavar="PATH", help="also save the main model's trained weights")
@@ -240,7 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--finetune-steps must be >= 0, got {args.finetune_steps}")
     settings = Settings(train_len=args.train_len, multiples=tuple(args.multiples), factor=args.factor,
                         steps=args.steps, finetune_steps=args.finetune_steps, seed=args.seed,
-                        samples=args.samples, base=args.base, other_bases=tuple(args.other_bases))
+                        samples=args.samples, base=args.base, other_bases=tuple(args.other_bases),
+                        methods=tuple(m for m in METHODS if m in args.methods))
     wall, cpu = time.perf_counter(), time.process_time()
     models: dict[str, ToyDecoder] = {}
     data = run(settings, threads=args.threads, log=lambda line: print(line, file=sys.stderr, flush=True),

@@ -113,3 +113,11 @@ def test_shipped_weights_give_the_shipped_unscaled_results():
             got = evaluate(model, r["length"], scaling=m.scaling, base=m.base, samples=data["settings"]["samples"])
             assert got["accuracy"] == r["accuracy"], r
             assert round(got["loss"], 6) == r["loss"], r
+
+
+def test_each_methods_rows_do_not_depend_on_which_others_run():
+    full = run(TINY, threads=1)["results"]
+    alone = run(Settings(**{**TINY.__dict__, "methods": ("yarn",), "other_bases": ()}), threads=1)["results"]
+    assert alone == [r for r in full if r["method"] == "yarn"]
+    bases = run(Settings(**{**TINY.__dict__, "methods": ()}), threads=1)["results"]
+    assert bases == [r for r in full if r["method"].startswith("base=")]

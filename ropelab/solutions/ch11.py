@@ -16,6 +16,12 @@ def critical_dimension(dim: int, base: float, train_len: int) -> int:
     return 2 * math.ceil(dim / 2 * math.log(train_len / (2 * math.pi)) / math.log(base))
 
 
-def extrapolation_bound(dim: int, base: float, train_len: int) -> float:
-    """Liu et al.'s extrapolation bound T = 2π·b^(d_extra/d): the wavelength of the first pair past the critical dimension."""
-    return 2 * math.pi * base ** (critical_dimension(dim, base, train_len) / dim)
+def extrapolation_bound(dim: int, base: float, train_len: int, tuned_base: float | None = None) -> float:
+    """Liu et al.'s extrapolation bound T = 2π·β^(d_extra/d) (eq. ``toy-bound``).
+
+    ``d_extra`` comes from pre-training (``base``, ``train_len``); ``β`` is the
+    base used in fine-tuning (default: ``base``, when T is the wavelength of
+    the first pair past the critical dimension).
+    """
+    beta = base if tuned_base is None else tuned_base
+    return 2 * math.pi * beta ** (critical_dimension(dim, base, train_len) / dim)
