@@ -1,8 +1,88 @@
-"""Tests for ropelab.plot: each figure function returns a labelled Figure."""
+"""Tests for ropelab.plot: each figure function returns a labelled Figure.
 
+Every figure any test here makes is also held to the book's style (the
+autouse fixture below): text at least MIN_FONT_PT as rendered in the book
+column, no wider than the column, transparent background, drawn by the
+style-enforcing figure class.
+"""
+
+import matplotlib
+import pytest
 from matplotlib.figure import Figure
 
 from ropelab import plot
+
+matplotlib.use("Agg")
+
+# --- the book's figure style (applies to every test in this file) ---
+
+
+@pytest.fixture(autouse=True)
+def book_style_of_every_figure(monkeypatch):
+    """Check the style of every figure a test makes (through plot._new_figure)."""
+    made = []
+    new_figure = plot._new_figure
+
+    def recording(*args, **kwargs):
+        fig, axes = new_figure(*args, **kwargs)
+        made.append(fig)
+        return fig, axes
+
+    monkeypatch.setattr(plot, "_new_figure", recording)
+    yield
+    for fig in made:
+        assert isinstance(fig, plot._BookFigure)
+        assert fig.get_figwidth() <= plot.MAX_WIDTH + 1e-9
+        # transparent: the figure sits on light and dark pages alike
+        assert fig.get_facecolor()[3] == 0.0
+        sizes = plot.rendered_font_sizes(fig)
+        title = fig.get_suptitle()
+        small = [(t, round(pt, 2)) for t, pt in sizes if pt < plot.MIN_FONT_PT - 1e-6]
+        assert not small, f"{title!r}: text under {plot.MIN_FONT_PT} pt as rendered: {small}"
+
+
+def test_style_raises_small_text_and_scales_wide_figures():
+    fig, ax = plot._new_figure(width=14.0, height=6.0)
+    assert tuple(fig.get_size_inches()) == pytest.approx((plot.MAX_WIDTH, 6.0 * plot.MAX_WIDTH / 14.0))
+    ax.plot([0, 1], [0, 1], label="a line")
+    ax.set_title("tiny", fontsize=5)
+    ax.legend(fontsize="xx-small")
+    ax.set_xlabel("x (units)", fontsize=6)
+    ax.tick_params(labelsize=4)
+    sizes = dict(plot.rendered_font_sizes(fig))
+    assert min(sizes.values()) >= plot.MIN_FONT_PT - 1e-6
+    assert {"tiny", "a line", "x (units)"} <= set(sizes)
+
+
+def test_rendered_size_follows_the_column():
+    fig, ax = plot._new_figure(width=3.0, height=2.0)
+    ax.set_xlabel("x", fontsize=10)
+    narrow = dict(plot.rendered_font_sizes(fig, column_px=50))["x"]
+    wide = dict(plot.rendered_font_sizes(fig, column_px=10_000))["x"]
+    # a 3 in figure at 192 dpi is ~576 px: a 50 px column shrinks it,
+    # a wide one shows it at its natural size, twice its size in inches
+    assert narrow < 3 < wide
+    assert wide == pytest.approx(10 * fig.dpi / 96)
+    assert narrow == pytest.approx(10 * 50 / (fig.get_tightbbox().width + 0.2) / 96)
+
+
+@pytest.mark.parametrize(
+    "title, chars, expected",
+    [
+        ("a b c d", 3, "a b\nc d"),
+        ("short", 80, "short"),
+        (r"rotate $z\,e^{im \theta}$ by m", 10, "rotate\n$z\\,e^{im \\theta}$\nby m"),
+        ("one\ntwo three", 5, "one\ntwo\nthree"),
+    ],
+)
+def test_wrap_title_keeps_math_whole(title, chars, expected):
+    assert plot._wrap_title(title, chars) == expected
+
+
+def test_long_title_is_wrapped_to_the_figure():
+    fig, _ = plot._new_figure(width=4.0, height=3.0)
+    plot._finish(fig, "word " * 40)
+    assert fig.get_suptitle().count("\n") >= 2
 
 # --- chapter 01 additions ---
 
