@@ -253,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         samples=args.samples, base=args.base, other_bases=tuple(args.other_bases),
                         methods=tuple(m for m in METHODS if m in args.methods))
     wall, cpu = time.perf_counter(), time.process_time()
-    models: dict[str, ToyDecoder] = {}
+    models: dict[str, ToyDecoder] | None = {} if args.save_weights else None
     data = run(settings, threads=args.threads, log=lambda line: print(line, file=sys.stderr, flush=True),
                models=models)
     print(table(data))

@@ -986,7 +986,7 @@ def toy_attention(maps: dict, *, value_positions: dict, train_len: int) -> Figur
     """
     import torch
 
-    fig, axes = _new_figure(len(maps), 2, width=10.0, height=3.6 * len(maps), squeeze=False)
+    fig, axes = _new_figure(len(maps), 2, width=MAX_WIDTH, height=3.3 * len(maps) + 0.4, squeeze=False)
     for (left, right), (length, (first, second)) in zip(axes, maps.items()):
         first = first.detach().to("cpu", torch.float64)
         second = second.detach().to("cpu", torch.float64)
@@ -999,17 +999,17 @@ def toy_attention(maps: dict, *, value_positions: dict, train_len: int) -> Figur
         fig.colorbar(image, ax=left, shrink=0.85, label="attention weight")
         left.set_xlabel("key position n (tokens)")
         left.set_ylabel("query position m (tokens)")
-        left.set_title(f"layer 1, head {head}, last {train_len} positions of {length}", fontsize="medium")
+        left.set_title(f"layer 1, head {head}, length {length}")
         for h in range(second.shape[0]):
-            right.plot(range(length), second[h, -1].numpy(), label=f"layer 2, head {h}", linewidth=1.0)
-        right.axvline(value_positions[length], color="k", linestyle=":", label="the value's position")
+            right.plot(range(length), second[h, -1].numpy(), label=f"head {h}", linewidth=1.0)
+        right.axvline(value_positions[length], color="k", linestyle=":", label="value")
         if length > train_len:
-            right.axvspan(-0.5, length - train_len - 0.5, color="0.9", label=f"farther than L = {train_len}")
+            right.axvspan(-0.5, length - train_len - 0.5, color="0.9", label=f"> L = {train_len} back")
         right.set_xlabel("key position n (tokens)")
-        right.set_ylabel("attention weight from the query")
-        right.set_title(f"the query's attention, length {length}", fontsize="medium")
+        right.set_ylabel("attention weight")
+        right.set_title(f"layer 2, the query's row, length {length}")
         right.set_ylim(0.0, 1.05)
-        right.legend(fontsize="small", loc="upper left")
+        right.legend(loc="upper right")
     return _finish(fig, "Where the trained model looks, at its training length and beyond")
 
 
@@ -1026,12 +1026,12 @@ def attention_entropy_by_length(lengths, entropies: dict) -> Figure:
     lengths = list(lengths)
     for label, values in entropies.items():
         ax.plot(lengths, list(values), marker="o", label=label)
-    ax.plot(lengths, [math.log(n) for n in lengths], color="0.5", linestyle="--", label="uniform over n keys, log n")
+    ax.plot(lengths, [math.log(n) for n in lengths], color="0.5", linestyle="--", label="uniform, log n")
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [str(n) for n in lengths])
     ax.set_xlabel("sequence length n (tokens)")
     ax.set_ylabel("attention entropy (nats)")
-    ax.legend(fontsize="small")
+    ax.legend()
     return _finish(fig, "Attention spreads out beyond the training length")
 
 
@@ -1046,7 +1046,7 @@ def extrapolation_accuracy(results, *, methods=None, train_len: int, title: str)
     """
     names = list(dict.fromkeys(r["method"] for r in results)) if methods is None else list(methods)
     steps = sorted({r["finetune_steps"] for r in results})
-    fig, axes = _new_figure(1, len(steps), width=5.0 * len(steps) + 0.4, height=4.2, sharey=True, squeeze=False)
+    fig, axes = _new_figure(1, len(steps), width=MAX_WIDTH, height=4.6, sharey=True, squeeze=False)
     for ax, n_steps in zip(axes[0], steps):
         for name in names:
             rows = sorted((r for r in results if r["method"] == name and r["finetune_steps"] == n_steps),
@@ -1054,12 +1054,13 @@ def extrapolation_accuracy(results, *, methods=None, train_len: int, title: str)
             if rows:
                 ax.plot([r["length"] for r in rows], [r["accuracy"] for r in rows], marker="o", label=name)
         lengths = sorted({r["length"] for r in results})
-        ax.axvline(train_len, color="0.5", linestyle=":", label=f"training length L = {train_len}")
+        ax.axvline(train_len, color="0.5", linestyle=":", label=f"L = {train_len}")
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths, [str(n) for n in lengths])
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("evaluation length (tokens)")
-        ax.set_title("no fine-tuning" if n_steps == 0 else f"after {n_steps} fine-tuning steps", fontsize="medium")
+        ax.set_title("no fine-tuning" if n_steps == 0 else f"after {n_steps} fine-tuning steps")
     axes[0][0].set_ylabel("accuracy (fraction of answers right)")
-    axes[0][-1].legend(fontsize="small", loc="center left", bbox_to_anchor=(1.02, 0.5))
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=4)
     return _finish(fig, title)
