@@ -1048,11 +1048,12 @@ def extrapolation_accuracy(results, *, methods=None, train_len: int, title: str)
     steps = sorted({r["finetune_steps"] for r in results})
     fig, axes = _new_figure(1, len(steps), width=MAX_WIDTH, height=4.6, sharey=True, squeeze=False)
     for ax, n_steps in zip(axes[0], steps):
-        for name in names:
+        for i, name in enumerate(names):
             rows = sorted((r for r in results if r["method"] == name and r["finetune_steps"] == n_steps),
                           key=lambda r: r["length"])
-            if rows:
-                ax.plot([r["length"] for r in rows], [r["accuracy"] for r in rows], marker="o", label=name)
+            if rows:  # a marker and dash per method: lines that coincide stay apart
+                ax.plot([r["length"] for r in rows], [r["accuracy"] for r in rows], label=name,
+                        marker="osD^vPX*"[i % 8], linestyle=("-", "--", "-.", ":")[i % 4], alpha=0.85)
         lengths = sorted({r["length"] for r in results})
         ax.axvline(train_len, color="0.5", linestyle=":", label=f"L = {train_len}")
         ax.set_xscale("log", base=2)
