@@ -90,9 +90,9 @@ class Settings:
     multiples: tuple[int, ...] = (1, 2, 4, 8)
     factor: float = 4.0
     steps: int = 1000
-    finetune_steps: int = 150
+    finetune_steps: int = 100
     seed: int = 0
-    samples: int = 512
+    samples: int = 256
     base: float = DEFAULT_BASE
     other_bases: tuple[float, ...] = OTHER_BASES
     methods: tuple[str, ...] = METHODS
@@ -132,12 +132,19 @@ def _finetune(model: ToyDecoder, method: Method, settings: Settings) -> ToyDecod
 
 
 def run(
-    settings: Settings = Settings(), *, threads: int = 1, log=None, models: dict[str, ToyDecoder] | None = None
+    settings: Settings = Settings(),
+    *,
+    threads: int = 1,
+    log=None,
+    models: dict[str, ToyDecoder] | None = None,
+    trained: ToyDecoder | None = None,
 ) -> dict[str, Any]:
     """The whole experiment: returns the results dict that ``--json`` writes (see the module docstring).
 
     ``log`` (e.g. ``print``) receives one line per finished step; ``models``,
-    if a dict, receives the main model before any fine-tune under ``"main"``.
+    if a dict, receives the main model before any fine-tune under ``"main"``;
+    ``trained`` skips training the main model and uses these weights (they
+    must come from the same settings, so that the results are the same).
     """
     deterministic(threads)
     say = log or (lambda *_: None)
@@ -146,11 +153,13 @@ def run(
     cfg = ToyConfig(base=settings.base, train_len=settings.train_len)
     chosen = [m for m in methods(settings.base, cfg.head_dim, settings.train_len, settings.factor)
               if m.name in settings.methods]
-    if chosen or models is not None:
+    if trained is not None:
+        model = trained
+    elif chosen or models is not None:
         model = train_base_model(settings)
         say(f"trained base {settings.base:g} ({time.perf_counter() - start:.0f} s)")
-        if models is not None:
-            models["main"] = model
+    if models is not None:
+        models["main"] = model
     for method in chosen:
         results += _rows(model, method, 0, settings, method.name)
         if settings.finetune_steps:
@@ -243,6 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=_positive_int, default=1,
                         help="torch CPU threads (results are reproducible for a fixed count)")
     parser.add_argument("--save-weights", metavar="PATH", help="also save the main model's trained weights")
+    parser.add_argument("--weights", metavar="PATH",
+                        help="use these trained weights for the main model instead of training it (they must "
+                        "come from the same options; the results are then the same)")
     args = parser.parse_args(argv)
     if args.finetune_steps < 0:
         parser.error(f"--finetune-steps must be >= 0, got {args.finetune_steps}")
@@ -252,8 +264,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         methods=tuple(m for m in METHODS if m in args.methods))
     wall, cpu = time.perf_counter(), time.process_time()
     models: dict[str, ToyDecoder] | None = {} if args.save_weights else None
+    trained = None
+    if args.weights:
+        trained = ToyDecoder(ToyConfig(base=settings.base, train_len=settings.train_len))
+        trained.load_state_dict(torch.load(args.weights, weights_only=True))
     data = run(settings, threads=args.threads, log=lambda line: print(line, file=sys.stderr, flush=True),
-               models=models)
+               models=models, trained=trained)
     print(table(data))
     print(f"wall {time.perf_counter() - wall:.0f} s, CPU {time.process_time() - cpu:.0f} s", file=sys.stderr)
     if args.json:
