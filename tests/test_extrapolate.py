@@ -119,5 +119,9 @@ def test_each_methods_rows_do_not_depend_on_which_others_run():
     full = run(TINY, threads=1)["results"]
     alone = run(Settings(**{**TINY.__dict__, "methods": ("yarn",), "other_bases": ()}), threads=1)["results"]
     assert alone == [r for r in full if r["method"] == "yarn"]
+    models = {}
+    run(Settings(**{**TINY.__dict__, "methods": (), "other_bases": ()}), threads=1, models=models)
+    reused = run(TINY, threads=1, trained=models["main"])["results"]
+    assert reused == full
     bases = run(Settings(**{**TINY.__dict__, "methods": ()}), threads=1)["results"]
     assert bases == [r for r in full if r["method"].startswith("base=")]
