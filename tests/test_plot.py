@@ -449,3 +449,24 @@ def test_toy_attention():
     assert len(fig.axes) == 6  # 2 rows of (heatmap, line plot) + 2 colour bars
     assert "head 1" in fig.axes[0].get_title()  # the head that looks one step back
     assert all(ax.get_xlabel() for ax in fig.axes[:2])
+
+
+# --- intro ---
+
+
+def test_rope_at_a_glance():
+    import math
+
+    fig = plot.rope_at_a_glance(theta=0.5, m=1, n=3, shift=2, dim=16, position=3)
+    assert isinstance(fig, Figure) and len(fig.axes) == 2 and fig.get_suptitle()
+    left, right = fig.axes
+    # four arrows (q and k, before and after the shift) with their position labels
+    labels = sorted(t.get_text() for t in left.texts if t.get_text().startswith("$"))
+    assert labels == ["$k_{3}$", "$k_{5}$", "$q_{1}$", "$q_{3}$"]
+    # one clock hand per pair, at angle position * base^(-2j/d)
+    hands = [line for line in right.lines if line.get_linestyle() == "-" and len(line.get_xdata()) == 2]
+    assert len(hands) == 8
+    for j, hand in enumerate(hands):
+        (x0, x1), (y0, y1) = hand.get_xdata(), hand.get_ydata()
+        angle = math.atan2(y1 - y0, x1 - x0) % (2 * math.pi)
+        assert angle == pytest.approx((3 * 10000.0 ** (-2 * j / 16)) % (2 * math.pi), abs=1e-9)

@@ -1,0 +1,338 @@
+"""The book's sources, held to the reader's rules: one test per chapter and rule.
+
+No build or browser is needed; these read book/*.ipynb, book/*.md and
+ropelab/. Each rule is a test parametrized by chapter (or module), so a
+failure names what to fix and where:
+
+* code lines are at most 88 characters (notebook code cells, ropelab/);
+* check lines (``✓ …``, printed by ropelab.verify; the old ``…: max |Δ| < tol``
+  format counts too) are at most 15 % of a chapter's output lines, and of the
+  book's;
+* every figure has a numbered caption (``mystnb.figure.caption`` and a
+  ``fig-`` name) and alt text that describes it (not a file path), one image
+  per cell;
+* chapters 01, 07 and 09 have at least one figure per major section;
+* chapters speak about RoPE, not about this repository.
+
+A chapter whose owner has not converted it yet is listed in PENDING for that
+rule: its test is an expected failure (xfail, reason naming the owner), and
+reports XPASS once the chapter complies. Then delete the entry.
+
+``python tests/test_book.py`` prints the per-chapter numbers (output lines,
+check lines and their share, figures, captions, alt texts, long code lines).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+MAX_LINE = 88
+MAX_CHECK_SHARE = 0.15
+
+# Who converts which chapter in the current wave (see issue 12).
+OWNERS = {
+    **{f"{n:02d}": "ch0105" for n in range(1, 6)},
+    **{f"{n:02d}": "ch0610" for n in (6, 7, 8, 10)},
+    "09": "speed",
+}
+
+
+def _owner(chapter: str) -> str:
+    return OWNERS.get(chapter[:2], "the chapter's author")
+
+
+# Chapters that fail a rule only because they are not converted yet (state of
+# main at 4ce3b3b). Remove a chapter once its test XPASSes.
+PENDING: dict[str, set[str]] = {
+    "code_lines": {c for c in OWNERS},
+    "check_share": {c for c in OWNERS},
+    "figures_captioned": {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10"},
+    "figure_per_section": {"01", "07", "09"},
+    "about_rope": {"05", "08", "09", "10"},
+}
+# Package modules with lines over 88 characters at 4ce3b3b (owners: whoever
+# next edits the module; `ruff format --line-length 88` fixes most).
+PENDING_MODULES = {
+    "_checks.py", "_native.py", "attention.py", "bench.py", "cache.py", "complex.py",
+    "device.py", "frequencies.py", "matrix.py", "multi_axis.py", "numerics.py",
+    "pairing.py", "plot.py", "rotary.py", "scaling.py", "verify.py",
+    "solutions/__init__.py",
+}
+
+CHECK_LINE = re.compile(r"^\s*✓|max \|Δ\| [<≤]")
+PATH_LIKE = re.compile(r"[/\\]|\.(png|jpe?g|svg|gif)\b|^_images|^[0-9a-f]{16,}", re.I)
+# Repository talk that does not belong in a chapter (issue 12, point 6).
+REPO_TALK = [
+    (re.compile(r"\bmake (test|book|lab|pdf)\b"), "a make target"),
+    (re.compile(r"\btests?/test_\w+\.py|\btest_\w+\.py\b"), "a test-file name"),
+    (re.compile(r"~/\.cache|\.cache/ropelab"), "a cache path"),
+    (re.compile(r"\blibgomp\b"), "a system library"),
+    (re.compile(r"\bthis machine\b|\bthe machine this book\b", re.I), "this machine"),
+    (re.compile(r"\b\d+ of \d+ targets\b"), "benchmark targets"),
+    (re.compile(r"\bthe seed article\b", re.I), "'the seed article' (name it)"),
+    (re.compile(r"\bto stay fast\b"), "a reason about the repository's speed"),
+]
+NON_MAJOR = re.compile(r"^(exercises?|summary|references|bibliography|further reading)\b", re.I)
+
+
+def _notebooks() -> list[Path]:
+    return sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
+
+
+def _chapters() -> list[Path]:
+    """The chapter notebooks (the setup check, an appendix, is not a chapter)."""
+    return [p for p in _notebooks() if not p.stem.startswith("00_")]
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else (value or "")
+
+
+def _images(output: dict) -> int:
+    data = output.get("data", {})
+    return int(any(k.startswith("image/") for k in data))
+
+
+def output_lines(nb: dict) -> list[str]:
+    """The lines a reader sees in a notebook's outputs (blank lines left out).
+
+    Printed text and plain results count line by line, an HTML table one line
+    per row; figures are not lines.
+    """
+    lines: list[str] = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for out in cell.get("outputs", []):
+            if out["output_type"] == "stream":
+                lines += _text(out["text"]).splitlines()
+            elif out["output_type"] in ("execute_result", "display_data"):
+                data = out.get("data", {})
+                if _images(out):
+                    continue
+                if "text/html" in data:
+                    rows = _text(data["text/html"]).count("<tr")
+                    lines += ["<table row>"] * max(rows, 1)
+                elif "text/markdown" in data:
+                    lines += _text(data["text/markdown"]).splitlines()
+                elif "text/plain" in data:
+                    lines += _text(data["text/plain"]).splitlines()
+            elif out["output_type"] == "error":
+                lines += out.get("traceback", [])
+    return [line for line in lines if line.strip()]
+
+
+def check_lines(nb: dict) -> list[str]:
+    return [line for line in output_lines(nb) if CHECK_LINE.search(line)]
+
+
+def figures(nb: dict) -> list[dict]:
+    """One entry per figure in the stored outputs: its cell's caption, name, alt, count."""
+    found = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        n = sum(_images(out) for out in cell.get("outputs", []))
+        if n:
+            meta = cell.get("metadata", {}).get("mystnb", {})
+            found.append({
+                "cell": i,
+                "images": n,
+                "caption": meta.get("figure", {}).get("caption", ""),
+                "name": meta.get("figure", {}).get("name", ""),
+                "alt": meta.get("image", {}).get("alt", ""),
+            })
+    return found
+
+
+def long_code_lines(nb: dict) -> list[str]:
+    return [
+        f"cell {i}: {len(line)} chars: {line[:60]}…"
+        for i, cell in enumerate(nb["cells"])
+        if cell["cell_type"] == "code"
+        for line in _text(cell["source"]).splitlines()
+        if len(line) > MAX_LINE
+    ]
+
+
+def _mark(rule: str, path: Path):
+    chapter = path.stem[:2]
+    if chapter in PENDING.get(rule, ()):
+        reason = f"{path.stem} not converted yet ({_owner(chapter)}; issue 12)"
+        return pytest.param(path, marks=pytest.mark.xfail(reason=reason, strict=False), id=path.stem)
+    return pytest.param(path, id=path.stem)
+
+
+def _params(rule: str, paths: list[Path] | None = None):
+    paths = _notebooks() if paths is None else paths
+    return [_mark(rule, p) for p in paths] or [pytest.param(None, id="no-notebooks")]
+
+
+def test_the_book_has_chapters():
+    assert len(_chapters()) >= 10, [p.name for p in _notebooks()]
+
+
+# --- code lines -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", _params("code_lines"))
+def test_notebook_code_lines_fit(path):
+    long = long_code_lines(_load(path))
+    assert not long, f"{path.name}: {len(long)} code lines over {MAX_LINE}:\n  " + "\n  ".join(long)
+
+
+def _modules():
+    params = []
+    for path in sorted((ROOT / "ropelab").rglob("*.py")):
+        rel = path.relative_to(ROOT / "ropelab").as_posix()
+        marks = []
+        if rel in PENDING_MODULES:
+            marks = [pytest.mark.xfail(reason=f"ropelab/{rel} not wrapped yet (issue 12)", strict=False)]
+        params.append(pytest.param(path, id=rel, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("path", _modules())
+def test_package_code_lines_fit(path):
+    lines = path.read_text(encoding="utf-8").splitlines()
+    long = [f"line {i}: {len(s)} chars" for i, s in enumerate(lines, 1) if len(s) > MAX_LINE]
+    assert not long, f"ropelab/{path.name}: {len(long)} lines over {MAX_LINE}: " + ", ".join(long[:10])
+
+
+# --- results first, checks second --------------------------------------------
+
+
+@pytest.mark.parametrize("path", _params("check_share", _chapters()))
+def test_check_lines_are_a_small_share(path):
+    nb = _load(path)
+    lines, checks = output_lines(nb), check_lines(nb)
+    share = len(checks) / max(len(lines), 1)
+    assert share <= MAX_CHECK_SHARE, (
+        f"{path.name}: {len(checks)} of {len(lines)} output lines are check lines "
+        f"({share:.0%} > {MAX_CHECK_SHARE:.0%}); group a cell's checks under one "
+        f"`with checks(...)` and let tables and figures speak first"
+    )
+
+
+def _book_share_marks():
+    pending = sorted({_owner(c) for c in PENDING["check_share"]})
+    if pending:
+        return [pytest.mark.xfail(reason=f"chapters not converted yet ({', '.join(pending)})", strict=False)]
+    return []
+
+
+@pytest.mark.parametrize("_", [pytest.param(None, id="book", marks=_book_share_marks())])
+def test_check_lines_of_the_whole_book(_):
+    per = {p.stem: (len(output_lines(nb := _load(p))), len(check_lines(nb))) for p in _chapters()}
+    total = sum(n for n, _ in per.values())
+    checks = sum(c for _, c in per.values())
+    assert checks <= MAX_CHECK_SHARE * total, (
+        f"{checks} of {total} output lines are check lines ({checks / total:.0%}): "
+        + ", ".join(f"{k[:2]} {c}/{n}" for k, (n, c) in per.items())
+    )
+
+
+@pytest.mark.parametrize("path", _params("check_share"))
+def test_one_check_line_per_cell(path):
+    nb = _load(path)
+    crowded = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            n = len(check_lines({"cells": [cell]}))
+            if n > 1:
+                crowded.append(f"cell {i}: {n} check lines")
+    assert not crowded, f"{path.name}: " + "; ".join(crowded)
+
+
+# --- figures ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", _params("figures_captioned"))
+def test_every_figure_has_caption_and_alt(path):
+    problems = []
+    for fig in figures(_load(path)):
+        where = f"cell {fig['cell']}"
+        if fig["images"] != 1:
+            problems.append(f"{where}: {fig['images']} images in one cell (one figure per cell)")
+        if not fig["caption"].strip():
+            problems.append(f"{where}: no mystnb.figure.caption")
+        if not fig["name"].startswith("fig-"):
+            problems.append(f"{where}: mystnb.figure.name should be 'fig-…', got {fig['name']!r}")
+        alt = fig["alt"].strip()
+        if len(alt.split()) < 4 or PATH_LIKE.search(alt):
+            problems.append(f"{where}: mystnb.image.alt should say what the figure shows, got {alt!r}")
+    md = "\n".join(_text(c["source"]) for c in _load(path)["cells"] if c["cell_type"] == "markdown")
+    problems += [f"markdown image without alt text: {m}" for m in re.findall(r"!\[\s*\]\([^)]*\)", md)]
+    assert not problems, f"{path.name}:\n  " + "\n  ".join(problems)
+
+
+def sections(nb: dict) -> list[tuple[str, int]]:
+    """(title, figures) for each `## ` section of a notebook, in order."""
+    out: list[list] = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            for line in _text(cell["source"]).splitlines():
+                if line.startswith("## "):
+                    out.append([line[3:].strip(), 0])
+        elif out:
+            out[-1][1] += sum(_images(o) for o in cell.get("outputs", []))
+    return [(t, n) for t, n in out]
+
+
+@pytest.mark.parametrize(
+    "path", _params("figure_per_section", [p for p in _chapters() if p.stem[:2] in ("01", "07", "09")])
+)
+def test_a_figure_in_every_major_section(path):
+    bare = [t for t, n in sections(_load(path)) if n == 0 and not NON_MAJOR.match(t)]
+    assert not bare, f"{path.name}: sections without a figure: {bare}"
+
+
+# --- chapters speak about RoPE -----------------------------------------------
+
+
+@pytest.mark.parametrize("path", _params("about_rope", _chapters()))
+def test_chapter_speaks_about_rope_not_the_repository(path):
+    nb = _load(path)
+    text = "\n".join(
+        _text(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"
+    ) + "\n" + "\n".join(output_lines(nb))
+    found = []
+    for pattern, what in REPO_TALK:
+        found += [f"{what}: {m.group(0)!r}" for m in pattern.finditer(text)]
+    assert not found, f"{path.name}: " + "; ".join(dict.fromkeys(found))
+
+
+# --- the report ---------------------------------------------------------------
+
+
+def report() -> str:
+    rows = ["chapter                         out  checks share  figs capt  alt  long-lines"]
+    tot_out = tot_chk = tot_fig = 0
+    for path in _notebooks():
+        nb = _load(path)
+        out, chk, figs = len(output_lines(nb)), len(check_lines(nb)), figures(nb)
+        capt = sum(1 for f in figs if f["caption"].strip())
+        alt = sum(1 for f in figs if f["alt"].strip() and not PATH_LIKE.search(f["alt"]))
+        n_fig = sum(f["images"] for f in figs)
+        rows.append(
+            f"{path.stem[:30]:30s} {out:4d} {chk:7d} {chk / max(out, 1):5.0%} {n_fig:5d} {capt:4d} {alt:4d}"
+            f" {len(long_code_lines(nb)):6d}"
+        )
+        if not path.stem.startswith("00_"):
+            tot_out, tot_chk, tot_fig = tot_out + out, tot_chk + chk, tot_fig + n_fig
+    rows.append(f"{'chapters':30s} {tot_out:4d} {tot_chk:7d} {tot_chk / max(tot_out, 1):5.0%} {tot_fig:5d}")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(report())
