@@ -1,4 +1,4 @@
-"""A two-layer attention-only decoder with RoPE, and the passkey task it learns (11_trained_model).
+"""A two-layer attention-only RoPE decoder and its passkey task (11_trained_model).
 
 The task: a sequence of random filler tokens holds one ``MARKER`` followed by
 a value (a filler token); the last token is ``QUERY`` and the model must
@@ -47,7 +47,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ToyConfig:
-    """Sizes of the toy decoder and its task. ``vocab`` counts filler tokens; MARKER and QUERY come after."""
+    """Sizes of the decoder and task: ``vocab`` filler tokens, then MARKER, QUERY."""
 
     vocab: int = 32
     d_model: int = 64
@@ -73,14 +73,16 @@ class ToyConfig:
 
 
 def deterministic(threads: int = 1) -> None:
-    """Make CPU training reproducible bit for bit: deterministic kernels and a fixed thread count."""
+    """Make CPU training reproducible: deterministic kernels, fixed threads."""
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive int, got {threads!r}")
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(threads)
 
 
-def passkey_batch(cfg: ToyConfig, batch: int, length: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+def passkey_batch(
+    cfg: ToyConfig, batch: int, length: int, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
     """``batch`` passkey sequences of ``length`` tokens and their answers.
 
     Filler tokens are uniform in 0..vocab-1. The marker sits at a uniform
@@ -92,7 +94,9 @@ def passkey_batch(cfg: ToyConfig, batch: int, length: int, generator: torch.Gene
         ``(tokens (batch, length) int64, answers (batch,) int64)``.
     """
     if isinstance(length, bool) or not isinstance(length, int) or length < 3:
-        raise ValueError(f"length must be an int >= 3 (marker, value, query), got {length!r}")
+        raise ValueError(
+            f"length must be an int >= 3 (marker, value, query), got {length!r}"
+        )
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be a positive int, got {batch!r}")
     tokens = torch.randint(cfg.vocab, (batch, length), generator=generator)
@@ -106,9 +110,13 @@ def passkey_batch(cfg: ToyConfig, batch: int, length: int, generator: torch.Gene
 
 
 def rope_tables(
-    cfg: ToyConfig, length: int, scaling: Mapping[str, Any] | None = None, *, base: float | None = None
+    cfg: ToyConfig,
+    length: int,
+    scaling: Mapping[str, Any] | None = None,
+    *,
+    base: float | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """cos and sin tables ``(length, head_dim)`` in float32 for positions 0..length-1 (05, 07).
+    """cos and sin ``(length, head_dim)``, float32, for positions 0..length-1 (05, 07).
 
     Frequencies come from :func:`ropelab.scaled_inv_freq` for ``scaling`` (a
     transformers rope dict; ``seq_len=length`` so dynamic NTK sees the
@@ -122,7 +130,7 @@ def rope_tables(
 
 
 class Attention(nn.Module):
-    """Causal multi-head self-attention with RoPE on queries and keys (06, eq. ``attn-score``)."""
+    """Causal self-attention, RoPE on queries and keys (eq. ``toy-attn``)."""
 
     def __init__(self, cfg: ToyConfig) -> None:
         super().__init__()
@@ -133,7 +141,11 @@ class Attention(nn.Module):
 
     def forward(self, h: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
         b, n, _ = h.shape
-        q, k, v = self.qkv(self.norm(h)).view(b, n, 3, self.cfg.n_heads, self.cfg.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = (
+            self.qkv(self.norm(h))
+            .view(b, n, 3, self.cfg.n_heads, self.cfg.head_dim)
+            .permute(2, 0, 3, 1, 4)
+        )
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.cfg.head_dim)
         causal = torch.ones(n, n, dtype=torch.bool).triu(1)
@@ -143,7 +155,7 @@ class Attention(nn.Module):
 
 
 class ToyDecoder(nn.Module):
-    """Token embedding, ``n_layers`` RoPE attention layers with residuals, a norm and the unembedding.
+    """Embedding, ``n_layers`` RoPE attention layers, a norm, the unembedding.
 
     No position embedding: RoPE inside attention is the only source of position.
     """
@@ -157,9 +169,13 @@ class ToyDecoder(nn.Module):
         self.unembed = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
 
     def forward(
-        self, tokens: Tensor, scaling: Mapping[str, Any] | None = None, *, base: float | None = None
+        self,
+        tokens: Tensor,
+        scaling: Mapping[str, Any] | None = None,
+        *,
+        base: float | None = None,
     ) -> tuple[Tensor, list[Tensor]]:
-        """Logits over the filler vocabulary at the last position ``(batch, vocab)``, and each layer's attention."""
+        """Logits at the last position ``(batch, vocab)`` and each layer's attention."""
         cos, sin = rope_tables(self.cfg, tokens.shape[-1], scaling, base=base)
         h = self.embed(tokens)
         maps = []
@@ -180,7 +196,7 @@ def train(
     batch: int = 64,
     lr: float = 3e-3,
 ) -> list[float]:
-    """Train ``model`` in place with AdamW on fresh passkey batches; returns the loss of every step.
+    """Train ``model`` in place with AdamW on fresh passkey batches; returns every loss.
 
     The batches come from a generator seeded with ``seed``, so the same call
     on the same weights gives the same weights (with :func:`deterministic`).
@@ -191,7 +207,10 @@ def train(
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     warmup = max(1, steps // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda i: min(1.0, (i + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(i, steps) / steps))
+        opt,
+        lambda i: min(1.0, (i + 1) / warmup)
+        * 0.5
+        * (1 + math.cos(math.pi * min(i, steps) / steps)),
     )
     losses = []
     model.train()
@@ -218,7 +237,7 @@ def evaluate(
     seed: int = 1234,
     batch: int = 128,
 ) -> dict[str, float]:
-    """Accuracy (fraction of answers right) and mean cross-entropy on ``samples`` fresh sequences.
+    """Accuracy (fraction right) and mean cross-entropy on ``samples`` fresh sequences.
 
     The evaluation set depends only on ``seed``, ``length`` and ``samples``,
     so every method is scored on the same sequences.
@@ -227,7 +246,9 @@ def evaluate(
     model.eval()
     right, loss = 0, 0.0
     for start in range(0, samples, batch):
-        tokens, answers = passkey_batch(model.cfg, min(batch, samples - start), length, gen)
+        tokens, answers = passkey_batch(
+            model.cfg, min(batch, samples - start), length, gen
+        )
         logits, _ = model(tokens, scaling, base=base)
         right += int((logits.argmax(-1) == answers).sum())
         loss += float(nn.functional.cross_entropy(logits, answers, reduction="sum"))
@@ -235,6 +256,6 @@ def evaluate(
 
 
 def attention_entropy(weights: Tensor) -> Tensor:
-    """Entropy −Σ p log p (nats) of each attention row ``(..., seq, seq) -> (..., seq)``; 0·log 0 = 0."""
+    """Entropy −Σ p log p (nats) of attention rows ``(..., n, n) -> (..., n)``."""
     logs = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
     return -(weights * logs).sum(-1)

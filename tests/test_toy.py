@@ -27,7 +27,9 @@ def test_passkey_batch_layout():
     assert tokens.shape == (2000, 20) and answers.shape == (2000,)
     assert (tokens[:, -1] == CFG.query).all()
     is_marker = tokens == CFG.marker
-    assert (is_marker.sum(1) == 1).all()  # exactly one marker, never the last two positions
+    assert (
+        is_marker.sum(1) == 1
+    ).all()  # exactly one marker, never the last two positions
     where = is_marker.int().argmax(1)
     assert int(where.max()) == 17 and int(where.min()) == 0  # uniform over 0..length-3
     assert torch.equal(tokens[torch.arange(2000), where + 1], answers)
@@ -46,15 +48,25 @@ def test_deterministic_rejects_bad_threads():
 
 
 def test_rope_tables_are_cos_sin_of_the_scaled_angles():
-    scaling = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+    scaling = {
+        "rope_type": "yarn",
+        "factor": 4.0,
+        "original_max_position_embeddings": 64,
+    }
     cos, sin = rope_tables(CFG, 100, scaling)
     theta, temperature = scaled_inv_freq(CFG.head_dim, CFG.base, scaling)
     assert temperature > 1.0
     # an independent computation: complex exponentials of the angles, in float64
-    z = temperature * torch.polar(torch.ones(100, 16, dtype=torch.float64), angles(range(100), theta).double())
+    z = temperature * torch.polar(
+        torch.ones(100, 16, dtype=torch.float64), angles(range(100), theta).double()
+    )
     assert cos.shape == (100, CFG.head_dim) and cos.dtype == torch.float32
-    torch.testing.assert_close(cos.double(), torch.cat((z.real, z.real), -1), atol=1e-6, rtol=0)
-    torch.testing.assert_close(sin.double(), torch.cat((z.imag, z.imag), -1), atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        cos.double(), torch.cat((z.real, z.real), -1), atol=1e-6, rtol=0
+    )
+    torch.testing.assert_close(
+        sin.double(), torch.cat((z.imag, z.imag), -1), atol=1e-6, rtol=0
+    )
 
 
 def test_model_is_causal_and_gets_position_only_from_rope():
@@ -75,7 +87,9 @@ def test_model_is_causal_and_gets_position_only_from_rope():
         row_b = model.layers[0](h[:, perm], cos, sin)[1][:, :, -1]
     for a, b in zip(maps, maps2):
         assert a.shape == (2, CFG.n_heads, 30, 30)
-        assert torch.equal(a[:, :, :20, :], b[:, :, :20, :])  # rows before position 20 never see it
+        assert torch.equal(
+            a[:, :, :20, :], b[:, :, :20, :]
+        )  # rows before position 20 never see it
         assert torch.all(a.triu(1) == 0)
     torch.testing.assert_close(row_b, row_a[..., perm], atol=1e-6, rtol=0)
 
@@ -83,7 +97,9 @@ def test_model_is_causal_and_gets_position_only_from_rope():
 def test_attention_entropy():
     n = 7
     uniform = torch.full((n, n), 1.0 / n)
-    assert torch.allclose(attention_entropy(uniform), torch.full((n,), math.log(n), dtype=torch.float32))
+    assert torch.allclose(
+        attention_entropy(uniform), torch.full((n,), math.log(n), dtype=torch.float32)
+    )
     assert torch.equal(attention_entropy(torch.eye(n)), torch.zeros(n))
 
 

@@ -8,7 +8,7 @@ __all__ = ["critical_dimension", "extrapolation_bound"]
 
 
 def critical_dimension(dim: int, base: float, train_len: int) -> int:
-    """Liu et al.'s critical dimension d_extra = 2⌈(d/2)·log_b(L/2π)⌉ (eq. ``toy-critical``).
+    """Liu et al.'s critical dimension d_extra = 2⌈(d/2)·log_b(L/2π)⌉ (toy-critical).
 
     The channels (two per pair) whose pairs complete a full turn within the
     training length; the pairs beyond it never saw their whole circle.
@@ -16,7 +16,9 @@ def critical_dimension(dim: int, base: float, train_len: int) -> int:
     return 2 * math.ceil(dim / 2 * math.log(train_len / (2 * math.pi)) / math.log(base))
 
 
-def extrapolation_bound(dim: int, base: float, train_len: int, tuned_base: float | None = None) -> float:
+def extrapolation_bound(
+    dim: int, base: float, train_len: int, tuned_base: float | None = None
+) -> float:
     """Liu et al.'s extrapolation bound T = 2π·β^(d_extra/d) (eq. ``toy-bound``).
 
     ``d_extra`` comes from pre-training (``base``, ``train_len``); ``β`` is the
