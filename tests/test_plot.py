@@ -461,6 +461,48 @@ def test_bench_grid():
         plot.bench_grid(grid[-1:])
 
 
+# --- chapter 11 additions ---
+
+
+def _rows():
+    return [{"method": m, "finetune_steps": s, "length": n, "accuracy": a}
+            for m in ("none", "pi") for s in (0, 150) for n, a in ((64, 1.0), (256, 0.25))]
+
+
+def test_extrapolation_accuracy():
+    fig = plot.extrapolation_accuracy(_rows(), train_len=64, title="t")
+    assert len(fig.axes) == 2  # without and with fine-tuning
+    for ax in fig.axes:
+        assert ax.get_xlabel() and ax.get_title()
+        assert len(ax.get_lines()) == 3  # two methods and the training length
+    assert "accuracy" in fig.axes[0].get_ylabel()
+    assert list(fig.axes[1].get_lines()[0].get_ydata()) == [1.0, 0.25]
+    assert len(fig.legends) == 1 and fig.get_suptitle() == "t"
+
+
+def test_attention_entropy_by_length():
+    import math
+
+    fig = plot.attention_entropy_by_length([64, 128], {"a": [1.0, 2.0]})
+    (ax,) = fig.axes
+    assert "nats" in ax.get_ylabel() and "tokens" in ax.get_xlabel()
+    assert abs(ax.get_lines()[1].get_ydata()[1] - math.log(128)) < 1e-12
+
+
+def test_toy_attention():
+    import torch
+
+    def maps(n):
+        prev = torch.diag(torch.ones(n - 1), -1)
+        prev[0, 0] = 1.0
+        return torch.stack((torch.eye(n), prev)), torch.full((2, n, n), 1.0 / n).tril()
+
+    fig = plot.toy_attention({8: maps(8), 32: maps(32)}, value_positions={8: 3, 32: 5}, train_len=8)
+    assert len(fig.axes) == 6  # 2 rows of (heatmap, line plot) + 2 colour bars
+    assert "head 1" in fig.axes[0].get_title()  # the head that looks one step back
+    assert all(ax.get_xlabel() for ax in fig.axes[:2])
+
+
 # --- intro ---
 
 

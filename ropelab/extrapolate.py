@@ -1,0 +1,421 @@
+"""Train the toy decoder at L, break it at 2L..8L, repair it (11_trained_model).
+
+``python -m ropelab.extrapolate --json PATH`` trains the passkey model of
+:mod:`ropelab.toy` at ``--train-len`` L, evaluates it at L, 2L, 4L and 8L
+under every method of chapter 07 (no scaling, Position Interpolation,
+NTK-aware, dynamic NTK, YaRN, Llama 3), each without fine-tuning and after
+``--finetune-steps`` steps at the target length (``--factor`` × L), and
+trains the same model at other bases, scored as trained without scaling (the
+base-choice comparison). It
+prints one table and writes::
+
+    {"train_length": 64, "config": {...}, "settings": {...},
+     "results": [{"method": "none", "base": 100.0, "finetune_steps": 0,
+                  "length": 256, "accuracy": 0.24, "loss": 6.2}, ...]}
+
+Everything runs on the CPU in float32 with deterministic algorithms and a
+fixed thread count, so the same options give the same file bit for bit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from .scaling import ntk_scaled_base
+from .toy import ToyConfig, ToyDecoder, deterministic, evaluate, train
+
+__all__ = [
+    "Method",
+    "methods",
+    "Settings",
+    "run",
+    "load",
+    "shipped_results",
+    "shipped_weights",
+    "train_base_model",
+    "main",
+]
+
+DEFAULT_BASE = 100.0
+OTHER_BASES = (
+    25.0,
+    1e6,
+)  # the base-choice comparison, scored as trained (see the chapter)
+METHODS = ("none", "pi", "ntk", "dynamic", "yarn", "llama3")
+
+
+@dataclass(frozen=True)
+class Method:
+    """A context extension: a rope dict for ``scaled_inv_freq`` and a base."""
+
+    name: str
+    scaling: Mapping[str, Any] | None
+    base: float
+
+
+def methods(base: float, head_dim: int, train_len: int, factor: float) -> list[Method]:
+    """Chapter 07's methods extending ``train_len`` by ``factor`` (transformers dicts).
+
+    NTK-aware has no transformers type: it is the plain frequencies at the
+    base :func:`ropelab.scaling.ntk_scaled_base` gives. Dynamic NTK rescales
+    with the current length and leaves lengths up to ``train_len`` alone.
+    """
+    orig = {"original_max_position_embeddings": train_len}
+    return [
+        Method("none", None, base),
+        Method("pi", {"rope_type": "linear", "factor": factor}, base),
+        Method("ntk", None, ntk_scaled_base(base, factor, head_dim)),
+        Method("dynamic", {"rope_type": "dynamic", "factor": factor, **orig}, base),
+        Method("yarn", {"rope_type": "yarn", "factor": factor, **orig}, base),
+        Method(
+            "llama3",
+            {
+                "rope_type": "llama3",
+                "factor": factor,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                **orig,
+            },
+            base,
+        ),
+    ]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every option that changes the results (the CLI's flags)."""
+
+    train_len: int = 64
+    multiples: tuple[int, ...] = (1, 2, 4, 8)
+    factor: float = 4.0
+    steps: int = 1000
+    finetune_steps: int = 100
+    seed: int = 0
+    samples: int = 256
+    base: float = DEFAULT_BASE
+    other_bases: tuple[float, ...] = OTHER_BASES
+    methods: tuple[str, ...] = METHODS
+
+    @property
+    def lengths(self) -> list[int]:
+        return [self.train_len * m for m in self.multiples]
+
+    @property
+    def target_len(self) -> int:
+        return int(round(self.train_len * self.factor))
+
+
+def train_base_model(settings: Settings, base: float | None = None) -> ToyDecoder:
+    """A fresh model (seed ``settings.seed``) trained ``settings.steps`` steps at L."""
+    cfg = ToyConfig(
+        base=settings.base if base is None else base, train_len=settings.train_len
+    )
+    torch.manual_seed(settings.seed)
+    model = ToyDecoder(cfg)
+    train(model, steps=settings.steps, length=settings.train_len, seed=settings.seed)
+    return model
+
+
+def _rows(
+    model: ToyDecoder, method: Method, steps: int, settings: Settings, label: str
+) -> list[dict[str, Any]]:
+    rows = []
+    for length in settings.lengths:
+        score = evaluate(
+            model,
+            length,
+            scaling=method.scaling,
+            base=method.base,
+            samples=settings.samples,
+        )
+        rows.append(
+            {
+                "method": label,
+                "base": float(method.base),
+                "finetune_steps": steps,
+                "length": length,
+                "accuracy": score["accuracy"],
+                "loss": round(score["loss"], 6),
+            }
+        )
+    return rows
+
+
+def _finetune(model: ToyDecoder, method: Method, settings: Settings) -> ToyDecoder:
+    tuned = copy.deepcopy(model)
+    train(
+        tuned,
+        steps=settings.finetune_steps,
+        length=settings.target_len,
+        seed=settings.seed + 1,
+        scaling=method.scaling,
+        base=method.base,
+        lr=1e-3,
+    )
+    return tuned
+
+
+def run(
+    settings: Settings = Settings(),
+    *,
+    threads: int = 1,
+    log=None,
+    models: dict[str, ToyDecoder] | None = None,
+    trained: ToyDecoder | None = None,
+) -> dict[str, Any]:
+    """The whole experiment: the results dict that ``--json`` writes (module docstring).
+
+    ``log`` (e.g. ``print``) receives one line per finished step; ``models``,
+    if a dict, receives the main model before any fine-tune under ``"main"``;
+    ``trained`` skips training the main model and uses these weights (they
+    must come from the same settings, so that the results are the same).
+    """
+    deterministic(threads)
+    say = log or (lambda *_: None)
+    results: list[dict[str, Any]] = []
+    start = time.perf_counter()
+    cfg = ToyConfig(base=settings.base, train_len=settings.train_len)
+    chosen = [
+        m
+        for m in methods(
+            settings.base, cfg.head_dim, settings.train_len, settings.factor
+        )
+        if m.name in settings.methods
+    ]
+    if trained is not None:
+        model = trained
+    elif chosen or models is not None:
+        model = train_base_model(settings)
+        say(f"trained base {settings.base:g} ({time.perf_counter() - start:.0f} s)")
+    if models is not None:
+        models["main"] = model
+    for method in chosen:
+        results += _rows(model, method, 0, settings, method.name)
+        if settings.finetune_steps:
+            results += _rows(
+                _finetune(model, method, settings),
+                method,
+                settings.finetune_steps,
+                settings,
+                method.name,
+            )
+        say(f"{method.name} ({time.perf_counter() - start:.0f} s)")
+    for base in settings.other_bases:
+        other = train_base_model(settings, base)
+        plain = Method(f"base={base:g}", None, base)
+        results += _rows(other, plain, 0, settings, plain.name)
+        say(f"{plain.name} ({time.perf_counter() - start:.0f} s)")
+    config = cfg.to_dict()
+    return {
+        "train_length": settings.train_len,
+        "config": config,
+        "settings": {
+            "multiples": list(settings.multiples),
+            "factor": settings.factor,
+            "steps": settings.steps,
+            "finetune_steps": settings.finetune_steps,
+            "seed": settings.seed,
+            "samples": settings.samples,
+            "base": settings.base,
+            "other_bases": list(settings.other_bases),
+            "methods": list(settings.methods),
+            "threads": threads,
+            "dtype": "float32",
+            "device": "cpu",
+            "torch": torch.__version__.split("+")[0],
+        },
+        "results": results,
+    }
+
+
+def table(data: Mapping[str, Any]) -> str:
+    """The results as a table: a row per method and fine-tune, accuracy by length."""
+    lengths = sorted({r["length"] for r in data["results"]})
+    keys: dict[tuple[str, int], dict[int, float]] = {}
+    for r in data["results"]:
+        keys.setdefault((r["method"], r["finetune_steps"]), {})[r["length"]] = r[
+            "accuracy"
+        ]
+    head = f"{'method':<14}{'fine-tune':>10}" + "".join(f"{n:>8}" for n in lengths)
+    lines = [head, "-" * len(head)]
+    for (name, steps), acc in keys.items():
+        lines.append(
+            f"{name:<14}{steps:>10}" + "".join(f"{acc[n]:>8.3f}" for n in lengths)
+        )
+    return "\n".join(lines)
+
+
+def load(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a results file written by ``--json``."""
+    with open(path) as f:
+        return json.load(f)
+
+
+def shipped_results() -> dict[str, Any]:
+    """The results the book ships (``data/extrapolate.json``, the default options)."""
+    return json.loads(
+        resources.files("ropelab").joinpath("data/extrapolate.json").read_text()
+    )
+
+
+def shipped_weights() -> ToyDecoder:
+    """The main model the book ships (default options, no fine-tune), in eval mode."""
+    with resources.as_file(
+        resources.files("ropelab").joinpath("data/toy_base100.pt")
+    ) as path:
+        state = torch.load(path, weights_only=True)
+    model = ToyDecoder(ToyConfig(base=DEFAULT_BASE))
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {text}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ropelab.extrapolate",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    d = Settings()
+    parser.add_argument(
+        "--json", metavar="PATH", help="write the results as JSON to PATH"
+    )
+    parser.add_argument(
+        "--train-len",
+        type=_positive_int,
+        default=d.train_len,
+        help="training length L (tokens)",
+    )
+    parser.add_argument(
+        "--multiples",
+        type=_positive_int,
+        nargs="+",
+        default=list(d.multiples),
+        help="evaluate at these multiples of L",
+    )
+    parser.add_argument(
+        "--factor",
+        type=float,
+        default=d.factor,
+        help="extension factor s the methods are set for; fine-tunes run at s·L",
+    )
+    parser.add_argument(
+        "--steps", type=_positive_int, default=d.steps, help="training steps at L"
+    )
+    parser.add_argument(
+        "--finetune-steps",
+        type=int,
+        default=d.finetune_steps,
+        help="fine-tuning steps at s·L per method (0: none)",
+    )
+    parser.add_argument(
+        "--samples",
+        type=_positive_int,
+        default=d.samples,
+        help="evaluation sequences per length",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=d.seed,
+        help="seed of the weights, batches and fine-tunes",
+    )
+    parser.add_argument(
+        "--base", type=float, default=d.base, help="RoPE base of the main model"
+    )
+    parser.add_argument(
+        "--other-bases",
+        type=float,
+        nargs="*",
+        default=list(d.other_bases),
+        help="bases of the comparison models, scored as trained (none: skip)",
+    )
+    parser.add_argument(
+        "--methods",
+        nargs="*",
+        choices=METHODS,
+        default=list(METHODS),
+        help="context extensions to apply to the main model (none: skip them); each "
+        "method's rows do not depend on which others run",
+    )
+    parser.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=1,
+        help="torch CPU threads (results are reproducible for a fixed count)",
+    )
+    parser.add_argument(
+        "--save-weights",
+        metavar="PATH",
+        help="also save the main model's trained weights",
+    )
+    parser.add_argument(
+        "--weights",
+        metavar="PATH",
+        help="use these trained weights for the main model instead of training it "
+        "(they must "
+        "come from the same options; the results are then the same)",
+    )
+    args = parser.parse_args(argv)
+    if args.finetune_steps < 0:
+        parser.error(f"--finetune-steps must be >= 0, got {args.finetune_steps}")
+    settings = Settings(
+        train_len=args.train_len,
+        multiples=tuple(args.multiples),
+        factor=args.factor,
+        steps=args.steps,
+        finetune_steps=args.finetune_steps,
+        seed=args.seed,
+        samples=args.samples,
+        base=args.base,
+        other_bases=tuple(args.other_bases),
+        methods=tuple(m for m in METHODS if m in args.methods),
+    )
+    wall, cpu = time.perf_counter(), time.process_time()
+    models: dict[str, ToyDecoder] | None = {} if args.save_weights else None
+    trained = None
+    if args.weights:
+        trained = ToyDecoder(
+            ToyConfig(base=settings.base, train_len=settings.train_len)
+        )
+        trained.load_state_dict(torch.load(args.weights, weights_only=True))
+    data = run(
+        settings,
+        threads=args.threads,
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+        models=models,
+        trained=trained,
+    )
+    print(table(data))
+    print(
+        f"wall {time.perf_counter() - wall:.0f} s, "
+        f"CPU {time.process_time() - cpu:.0f} s",
+        file=sys.stderr,
+    )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+    if args.save_weights:
+        torch.save(models["main"].state_dict(), args.save_weights)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

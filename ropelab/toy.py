@@ -1,0 +1,261 @@
+"""A two-layer attention-only RoPE decoder and its passkey task (11_trained_model).
+
+The task: a sequence of random filler tokens holds one ``MARKER`` followed by
+a value (a filler token); the last token is ``QUERY`` and the model must
+answer with the value. The contents never say where the value is, so the
+only way to find it is by position: one head must notice "the token before
+me is the marker" (a step of exactly one position back), and a second layer
+must then fetch that token from wherever it sits. The first step is the
+relative position m - n = 1; the second must work at any distance.
+
+The model uses ropelab's parts only: frequencies from
+:func:`ropelab.scaled_inv_freq` (a transformers-style rope dict, so PI,
+NTK-aware, dynamic NTK, YaRN and Llama 3 plug in without retraining), angles
+and tables from :func:`ropelab.cos_sin`, and the rotation from
+:func:`ropelab.apply_rotary`. It runs in float32 on the CPU, one thread
+count, with deterministic algorithms: training is chaotic in the last bit,
+and only one arithmetic path (one device, one reduction order) reproduces
+trained weights exactly.
+
+Shapes: tokens ``(batch, seq)``; hidden states ``(batch, seq, d_model)``;
+per head ``(batch, heads, seq, head_dim)``; attention ``(batch, heads, seq, seq)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+import torch
+from torch import Tensor, nn
+
+from .rotary import apply_rotary, cos_sin
+from .scaling import scaled_inv_freq
+
+__all__ = [
+    "ToyConfig",
+    "ToyDecoder",
+    "passkey_batch",
+    "train",
+    "evaluate",
+    "rope_tables",
+    "attention_entropy",
+    "deterministic",
+]
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    """Sizes of the decoder and task: ``vocab`` filler tokens, then MARKER, QUERY."""
+
+    vocab: int = 32
+    d_model: int = 64
+    n_heads: int = 2
+    n_layers: int = 2
+    base: float = 100.0
+    train_len: int = 64
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def marker(self) -> int:
+        return self.vocab
+
+    @property
+    def query(self) -> int:
+        return self.vocab + 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def deterministic(threads: int = 1) -> None:
+    """Make CPU training reproducible: deterministic kernels, fixed threads."""
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(threads)
+
+
+def passkey_batch(
+    cfg: ToyConfig, batch: int, length: int, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    """``batch`` passkey sequences of ``length`` tokens and their answers.
+
+    Filler tokens are uniform in 0..vocab-1. The marker sits at a uniform
+    position p in 0..length-3, the value (uniform filler) at p + 1, the query
+    at length - 1. The answer is the value, so the distance from the query
+    back to it is uniform in 1..length-2.
+
+    Returns:
+        ``(tokens (batch, length) int64, answers (batch,) int64)``.
+    """
+    if isinstance(length, bool) or not isinstance(length, int) or length < 3:
+        raise ValueError(
+            f"length must be an int >= 3 (marker, value, query), got {length!r}"
+        )
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    tokens = torch.randint(cfg.vocab, (batch, length), generator=generator)
+    answers = torch.randint(cfg.vocab, (batch,), generator=generator)
+    where = torch.randint(length - 2, (batch,), generator=generator)
+    rows = torch.arange(batch)
+    tokens[rows, where] = cfg.marker
+    tokens[rows, where + 1] = answers
+    tokens[:, -1] = cfg.query
+    return tokens, answers
+
+
+def rope_tables(
+    cfg: ToyConfig,
+    length: int,
+    scaling: Mapping[str, Any] | None = None,
+    *,
+    base: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """cos and sin ``(length, head_dim)``, float32, for positions 0..length-1 (05, 07).
+
+    Frequencies come from :func:`ropelab.scaled_inv_freq` for ``scaling`` (a
+    transformers rope dict; ``seq_len=length`` so dynamic NTK sees the
+    current length) and base ``base`` (default ``cfg.base``); YaRN's
+    temperature multiplies the tables, as in transformers.
+    """
+    theta, attention_scaling = scaled_inv_freq(
+        cfg.head_dim, cfg.base if base is None else base, scaling, seq_len=length
+    )
+    return cos_sin(torch.arange(length), theta, attention_scaling=attention_scaling)
+
+
+class Attention(nn.Module):
+    """Causal self-attention, RoPE on queries and keys (eq. ``toy-attn``)."""
+
+    def __init__(self, cfg: ToyConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.norm = nn.LayerNorm(cfg.d_model)
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.out = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+
+    def forward(self, h: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+        b, n, _ = h.shape
+        q, k, v = (
+            self.qkv(self.norm(h))
+            .view(b, n, 3, self.cfg.n_heads, self.cfg.head_dim)
+            .permute(2, 0, 3, 1, 4)
+        )
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.cfg.head_dim)
+        causal = torch.ones(n, n, dtype=torch.bool).triu(1)
+        weights = scores.masked_fill(causal, float("-inf")).softmax(-1)
+        mixed = (weights @ v).transpose(1, 2).reshape(b, n, self.cfg.d_model)
+        return h + self.out(mixed), weights
+
+
+class ToyDecoder(nn.Module):
+    """Embedding, ``n_layers`` RoPE attention layers, a norm, the unembedding.
+
+    No position embedding: RoPE inside attention is the only source of position.
+    """
+
+    def __init__(self, cfg: ToyConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab + 2, cfg.d_model)
+        self.layers = nn.ModuleList(Attention(cfg) for _ in range(cfg.n_layers))
+        self.norm = nn.LayerNorm(cfg.d_model)
+        self.unembed = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
+
+    def forward(
+        self,
+        tokens: Tensor,
+        scaling: Mapping[str, Any] | None = None,
+        *,
+        base: float | None = None,
+    ) -> tuple[Tensor, list[Tensor]]:
+        """Logits at the last position ``(batch, vocab)`` and each layer's attention."""
+        cos, sin = rope_tables(self.cfg, tokens.shape[-1], scaling, base=base)
+        h = self.embed(tokens)
+        maps = []
+        for layer in self.layers:
+            h, weights = layer(h, cos, sin)
+            maps.append(weights)
+        return self.unembed(self.norm(h[:, -1])), maps
+
+
+def train(
+    model: ToyDecoder,
+    *,
+    steps: int,
+    length: int,
+    seed: int,
+    scaling: Mapping[str, Any] | None = None,
+    base: float | None = None,
+    batch: int = 64,
+    lr: float = 3e-3,
+) -> list[float]:
+    """Train ``model`` in place with AdamW on fresh passkey batches; returns every loss.
+
+    The batches come from a generator seeded with ``seed``, so the same call
+    on the same weights gives the same weights (with :func:`deterministic`).
+    A fine-tune is the same call on trained weights with the extension's
+    ``scaling`` and the longer ``length``.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    warmup = max(1, steps // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt,
+        lambda i: min(1.0, (i + 1) / warmup)
+        * 0.5
+        * (1 + math.cos(math.pi * min(i, steps) / steps)),
+    )
+    losses = []
+    model.train()
+    for _ in range(steps):
+        tokens, answers = passkey_batch(model.cfg, batch, length, gen)
+        logits, _ = model(tokens, scaling, base=base)
+        loss = nn.functional.cross_entropy(logits, answers)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    return losses
+
+
+@torch.no_grad()
+def evaluate(
+    model: ToyDecoder,
+    length: int,
+    *,
+    scaling: Mapping[str, Any] | None = None,
+    base: float | None = None,
+    samples: int = 512,
+    seed: int = 1234,
+    batch: int = 128,
+) -> dict[str, float]:
+    """Accuracy (fraction right) and mean cross-entropy on ``samples`` fresh sequences.
+
+    The evaluation set depends only on ``seed``, ``length`` and ``samples``,
+    so every method is scored on the same sequences.
+    """
+    gen = torch.Generator().manual_seed(seed * 100_003 + length)
+    model.eval()
+    right, loss = 0, 0.0
+    for start in range(0, samples, batch):
+        tokens, answers = passkey_batch(
+            model.cfg, min(batch, samples - start), length, gen
+        )
+        logits, _ = model(tokens, scaling, base=base)
+        right += int((logits.argmax(-1) == answers).sum())
+        loss += float(nn.functional.cross_entropy(logits, answers, reduction="sum"))
+    return {"accuracy": right / samples, "loss": loss / samples}
+
+
+def attention_entropy(weights: Tensor) -> Tensor:
+    """Entropy −Σ p log p (nats) of attention rows ``(..., n, n) -> (..., n)``."""
+    logs = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
+    return -(weights * logs).sum(-1)

@@ -1,0 +1,128 @@
+"""Tests for ropelab.toy: the passkey task, the RoPE decoder, and exact retraining of the shipped weights."""
+
+import math
+
+import pytest
+import torch
+
+from ropelab import angles, scaled_inv_freq
+from ropelab.extrapolate import Settings, shipped_weights, train_base_model
+from ropelab.toy import (
+    ToyConfig,
+    ToyDecoder,
+    attention_entropy,
+    deterministic,
+    evaluate,
+    passkey_batch,
+    rope_tables,
+    train,
+)
+
+CFG = ToyConfig()
+
+
+def test_passkey_batch_layout():
+    gen = torch.Generator().manual_seed(3)
+    tokens, answers = passkey_batch(CFG, 2000, 20, gen)
+    assert tokens.shape == (2000, 20) and answers.shape == (2000,)
+    assert (tokens[:, -1] == CFG.query).all()
+    is_marker = tokens == CFG.marker
+    assert (
+        is_marker.sum(1) == 1
+    ).all()  # exactly one marker, never the last two positions
+    where = is_marker.int().argmax(1)
+    assert int(where.max()) == 17 and int(where.min()) == 0  # uniform over 0..length-3
+    assert torch.equal(tokens[torch.arange(2000), where + 1], answers)
+    assert int(tokens[:, :-1].masked_fill(is_marker[:, :-1], 0).max()) < CFG.vocab
+
+
+@pytest.mark.parametrize("length", [2, 0, 3.0])
+def test_passkey_batch_rejects_short_lengths(length):
+    with pytest.raises(ValueError, match="length"):
+        passkey_batch(CFG, 4, length, torch.Generator())
+
+
+def test_deterministic_rejects_bad_threads():
+    with pytest.raises(ValueError, match="threads"):
+        deterministic(0)
+
+
+def test_rope_tables_are_cos_sin_of_the_scaled_angles():
+    scaling = {
+        "rope_type": "yarn",
+        "factor": 4.0,
+        "original_max_position_embeddings": 64,
+    }
+    cos, sin = rope_tables(CFG, 100, scaling)
+    theta, temperature = scaled_inv_freq(CFG.head_dim, CFG.base, scaling)
+    assert temperature > 1.0
+    # an independent computation: complex exponentials of the angles, in float64
+    z = temperature * torch.polar(
+        torch.ones(100, 16, dtype=torch.float64), angles(range(100), theta).double()
+    )
+    assert cos.shape == (100, CFG.head_dim) and cos.dtype == torch.float32
+    torch.testing.assert_close(
+        cos.double(), torch.cat((z.real, z.real), -1), atol=1e-6, rtol=0
+    )
+    torch.testing.assert_close(
+        sin.double(), torch.cat((z.imag, z.imag), -1), atol=1e-6, rtol=0
+    )
+
+
+def test_model_is_causal_and_gets_position_only_from_rope():
+    torch.manual_seed(0)
+    model = ToyDecoder(CFG).eval()
+    gen = torch.Generator().manual_seed(0)
+    tokens, _ = passkey_batch(CFG, 2, 30, gen)
+    with torch.no_grad():
+        _, maps = model(tokens)
+        changed = tokens.clone()
+        changed[:, 20] = (changed[:, 20] + 1) % CFG.vocab
+        _, maps2 = model(changed)
+        # without rotation (every angle zero) attention is blind to order
+        cos, sin = torch.ones(30, CFG.head_dim), torch.zeros(30, CFG.head_dim)
+        h = model.embed(tokens)
+        row_a = model.layers[0](h, cos, sin)[1][:, :, -1]
+        perm = torch.cat((torch.randperm(29, generator=gen), torch.tensor([29])))
+        row_b = model.layers[0](h[:, perm], cos, sin)[1][:, :, -1]
+    for a, b in zip(maps, maps2):
+        assert a.shape == (2, CFG.n_heads, 30, 30)
+        assert torch.equal(
+            a[:, :, :20, :], b[:, :, :20, :]
+        )  # rows before position 20 never see it
+        assert torch.all(a.triu(1) == 0)
+    torch.testing.assert_close(row_b, row_a[..., perm], atol=1e-6, rtol=0)
+
+
+def test_attention_entropy():
+    n = 7
+    uniform = torch.full((n, n), 1.0 / n)
+    assert torch.allclose(
+        attention_entropy(uniform), torch.full((n,), math.log(n), dtype=torch.float32)
+    )
+    assert torch.equal(attention_entropy(torch.eye(n)), torch.zeros(n))
+
+
+def test_training_learns_and_is_deterministic():
+    deterministic(1)
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(1)
+        model = ToyDecoder(ToyConfig(d_model=32))
+        losses = train(model, steps=30, length=16, seed=5, batch=16)
+        runs.append((losses, model.state_dict()))
+    assert runs[0][0] == runs[1][0]
+    assert all(torch.equal(runs[0][1][k], runs[1][1][k]) for k in runs[0][1])
+    assert runs[0][0][-1] < runs[0][0][0]
+
+
+def test_retraining_reproduces_the_shipped_weights_exactly():
+    deterministic(1)
+    settings = Settings()
+    shipped = shipped_weights().state_dict()
+    retrained = train_base_model(settings).state_dict()
+    assert shipped.keys() == retrained.keys()
+    for key in shipped:
+        assert torch.equal(shipped[key], retrained[key]), key
+    model = shipped_weights()
+    assert evaluate(model, settings.train_len, samples=128)["accuracy"] == 1.0
