@@ -14,7 +14,7 @@ from torch import Tensor
 
 from ._checks import PositionsLike, as_positions, check_base, check_dim, check_inv_freq
 
-__all__ = ["inv_freq", "wavelengths", "angles", "full_turn_pairs"]
+__all__ = ["inv_freq", "base_powers", "wavelengths", "angles", "full_turn_pairs"]
 
 
 def inv_freq(dim: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -37,8 +37,19 @@ def inv_freq(dim: int, base: float = 10000.0, *, dtype: torch.dtype = torch.floa
     base = check_base(base)
     if dtype not in (torch.float32, torch.float64):
         raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+    return 1.0 / base_powers(dim, base, dtype=dtype)
+
+
+def base_powers(dim: int, base: float, *, dtype: torch.dtype = torch.float32) -> Tensor:
+    """b^(2j/d), j = 0..d/2-1, as the reference code computes it (θ_j is its inverse).
+
+    Shared by :func:`inv_freq` and LongRoPE's ``1 / (ext_j · b^(2j/d))``, which
+    transformers computes with one division: dividing θ_j by ext_j instead
+    would round twice. Shapes: ``(dim // 2,)``; no argument checks (callers
+    check).
+    """
     exponent = torch.arange(0, dim, 2, dtype=torch.int64).to(dtype) / dim
-    return 1.0 / (base**exponent)
+    return base**exponent
 
 
 def wavelengths(dim: int, base: float = 10000.0) -> Tensor:

@@ -250,9 +250,9 @@ def _longrope(dim, base, params, seq_len, dtype):
     if attention_factor is None:
         attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
     key = "long_factor" if seq_len and seq_len > original else "short_factor"
-    # transformers divides once, 1 / (ext · base^(2j/d)); θ_j / ext is within an ulp of it
+    # transformers divides once, 1 / (ext · b^(2j/d)); θ_j / ext would round twice
     ext = torch.tensor(params[key], dtype=dtype)
-    return frequencies.inv_freq(dim, base, dtype=dtype) / ext, float(attention_factor)
+    return 1.0 / (ext * frequencies.base_powers(dim, base, dtype=dtype)), float(attention_factor)
 
 
 ROPE_TYPES: tuple[str, ...] = tuple(_REGISTRY)

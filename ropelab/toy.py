@@ -11,11 +11,15 @@ relative position m - n = 1; the second must work at any distance.
 The model uses ropelab's parts only: frequencies from
 :func:`ropelab.scaled_inv_freq` (a transformers-style rope dict, so PI,
 NTK-aware, dynamic NTK, YaRN and Llama 3 plug in without retraining), angles
-and tables from :func:`ropelab.cos_sin`, and the rotation from
-:func:`ropelab.apply_rotary`. It runs in float32 on the CPU, one thread
-count, with deterministic algorithms: training is chaotic in the last bit,
-and only one arithmetic path (one device, one reduction order) reproduces
-trained weights exactly.
+and tables from :func:`ropelab.cos_sin`, and the rotation by the book's
+reference formula :func:`ropelab.rotary.rotate` (``x·cos + rot(x)·sin``, the
+one :func:`ropelab.apply_rotary` is tested against). It runs in float32 on
+the CPU, one thread count, with deterministic algorithms: training is
+chaotic in the last bit, and only one arithmetic path (one device, one
+reduction order, one backward pass) reproduces trained weights exactly. The
+fast paths behind ``apply_rotary`` depend on the machine (a C kernel here,
+Triton on a GPU, the torch path elsewhere) and compute the backward pass
+their own way, so the model keeps to the reference formula.
 
 Shapes: tokens ``(batch, seq)``; hidden states ``(batch, seq, d_model)``;
 per head ``(batch, heads, seq, head_dim)``; attention ``(batch, heads, seq, seq)``.
@@ -30,7 +34,7 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor, nn
 
-from .rotary import apply_rotary, cos_sin
+from .rotary import cos_sin, rotate
 from .scaling import scaled_inv_freq
 
 __all__ = [
@@ -146,7 +150,7 @@ class Attention(nn.Module):
             .view(b, n, 3, self.cfg.n_heads, self.cfg.head_dim)
             .permute(2, 0, 3, 1, 4)
         )
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)  # the reference formula
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.cfg.head_dim)
         causal = torch.ones(n, n, dtype=torch.bool).triu(1)
         weights = scores.masked_fill(causal, float("-inf")).softmax(-1)
