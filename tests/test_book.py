@@ -234,9 +234,7 @@ def test_check_lines_are_a_small_share(path):
 
 
 def _book_share_marks():
-    pending = sorted({_owner(c) for c in PENDING["check_share"]})
-    if pending:
-        return [pytest.mark.xfail(reason=f"chapters not converted yet ({', '.join(pending)})", strict=False)]
+    # The book as a whole must hold, whatever single chapters are pending.
     return []
 
 
