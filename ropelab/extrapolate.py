@@ -6,7 +6,9 @@ under every method of chapter 07 (no scaling, Position Interpolation,
 NTK-aware, dynamic NTK, YaRN, Llama 3), each without fine-tuning and after
 ``--finetune-steps`` steps at the target length (``--factor`` × L), and
 trains the same model at other bases, scored as trained without scaling (the
-base-choice comparison). It
+base-choice comparison). It also scores the main model, untouched, under
+chapter 13's methods that remap positions instead of frequencies (ReRoPE,
+leaky ReRoPE, SelfExtend, dual chunk attention; :func:`remaps`). It
 prints one table and writes::
 
     {"train_length": 64, "config": {...}, "settings": {...},
@@ -27,16 +29,24 @@ import sys
 import time
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
 from .scaling import ntk_scaled_base
 from .toy import ToyConfig, ToyDecoder, deterministic, evaluate, train
+from .variants import (
+    RemapPass,
+    dual_chunk_passes,
+    rerope_passes,
+    self_extend_passes,
+)
 
 __all__ = [
     "Method",
     "methods",
+    "Remap",
+    "remaps",
     "Settings",
     "run",
     "load",
@@ -52,6 +62,7 @@ OTHER_BASES = (
     1e6,
 )  # the base-choice comparison, scored as trained (see the chapter)
 METHODS = ("none", "pi", "ntk", "dynamic", "yarn", "llama3")
+REMAPS = ("rerope", "leaky_rerope", "self_extend", "dual_chunk")
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,46 @@ def methods(base: float, head_dim: int, train_len: int, factor: float) -> list[M
 
 
 @dataclass(frozen=True)
+class Remap:
+    """A position remapping (13): ``passes(seq)`` gives its RoPE passes at ``seq``."""
+
+    name: str
+    passes: Callable[[int], list[RemapPass]]
+    params: Mapping[str, float]
+
+
+def remaps(train_len: int, factor: float) -> list[Remap]:
+    """Chapter 13's remappings, set so that no angle exceeds training at ``factor``·L.
+
+    Window w = L/2 for all three window methods. Leaky ReRoPE's slope k and
+    SelfExtend's group G are 2·factor, which keeps the largest ρ within L
+    up to factor·L (w + (sL - w)/k ≤ L needs k ≥ 2s - 1 at w = L/2; the
+    grouped query ⌊m/G⌋ + w - w/G stays below L for G ≥ 2s - 1 as well).
+    Dual chunk attention uses chunks of 3L/4 and the training length L.
+    """
+    w, k = train_len // 2, max(2, int(round(2 * factor)))
+    chunk = max(1, 3 * train_len // 4)
+    return [
+        Remap("rerope", lambda n: rerope_passes(n, w), {"window": w}),
+        Remap(
+            "leaky_rerope",
+            lambda n: rerope_passes(n, w, leak=float(k)),
+            {"window": w, "leak": k},
+        ),
+        Remap(
+            "self_extend",
+            lambda n: self_extend_passes(n, k, w),
+            {"window": w, "group": k},
+        ),
+        Remap(
+            "dual_chunk",
+            lambda n: dual_chunk_passes(n, chunk, train_len),
+            {"chunk": chunk, "context": train_len},
+        ),
+    ]
+
+
+@dataclass(frozen=True)
 class Settings:
     """Every option that changes the results (the CLI's flags)."""
 
@@ -105,6 +156,7 @@ class Settings:
     base: float = DEFAULT_BASE
     other_bases: tuple[float, ...] = OTHER_BASES
     methods: tuple[str, ...] = METHODS
+    remaps: tuple[str, ...] = REMAPS
 
     @property
     def lengths(self) -> list[int]:
@@ -127,7 +179,12 @@ def train_base_model(settings: Settings, base: float | None = None) -> ToyDecode
 
 
 def _rows(
-    model: ToyDecoder, method: Method, steps: int, settings: Settings, label: str
+    model: ToyDecoder,
+    method: Method,
+    steps: int,
+    settings: Settings,
+    label: str,
+    remap: Remap | None = None,
 ) -> list[dict[str, Any]]:
     rows = []
     for length in settings.lengths:
@@ -136,6 +193,7 @@ def _rows(
             length,
             scaling=method.scaling,
             base=method.base,
+            remap=None if remap is None else remap.passes(length),
             samples=settings.samples,
         )
         rows.append(
@@ -192,9 +250,14 @@ def run(
         )
         if m.name in settings.methods
     ]
+    chosen_remaps = [
+        r
+        for r in remaps(settings.train_len, settings.factor)
+        if r.name in settings.remaps
+    ]
     if trained is not None:
         model = trained
-    elif chosen or models is not None:
+    elif chosen or chosen_remaps or models is not None:
         model = train_base_model(settings)
         say(f"trained base {settings.base:g} ({time.perf_counter() - start:.0f} s)")
     if models is not None:
@@ -210,6 +273,10 @@ def run(
                 method.name,
             )
         say(f"{method.name} ({time.perf_counter() - start:.0f} s)")
+    plain = Method("none", None, settings.base)
+    for remap in chosen_remaps:
+        results += _rows(model, plain, 0, settings, remap.name, remap)
+        say(f"{remap.name} ({time.perf_counter() - start:.0f} s)")
     for base in settings.other_bases:
         other = train_base_model(settings, base)
         plain = Method(f"base={base:g}", None, base)
@@ -229,6 +296,11 @@ def run(
             "base": settings.base,
             "other_bases": list(settings.other_bases),
             "methods": list(settings.methods),
+            "remaps": {
+                r.name: dict(r.params)
+                for r in remaps(settings.train_len, settings.factor)
+                if r.name in settings.remaps
+            },
             "threads": threads,
             "dtype": "float32",
             "device": "cpu",
@@ -355,6 +427,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "method's rows do not depend on which others run",
     )
     parser.add_argument(
+        "--remaps",
+        nargs="*",
+        choices=REMAPS,
+        default=list(REMAPS),
+        help="position remappings (chapter 13) to score on the main model, as "
+        "trained (none: skip them)",
+    )
+    parser.add_argument(
         "--threads",
         type=_positive_int,
         default=1,
@@ -386,6 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         base=args.base,
         other_bases=tuple(args.other_bases),
         methods=tuple(m for m in METHODS if m in args.methods),
+        remaps=tuple(r for r in REMAPS if r in args.remaps),
     )
     wall, cpu = time.perf_counter(), time.process_time()
     models: dict[str, ToyDecoder] | None = {} if args.save_weights else None

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from .rotary import cos_sin, rotate
+from .rotary import cos_sin, cos_sin_from_angles, rotate
 from .scaling import scaled_inv_freq
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "train",
     "evaluate",
     "rope_tables",
+    "remap_tables",
     "attention_entropy",
     "deterministic",
 ]
@@ -133,6 +134,54 @@ def rope_tables(
     return cos_sin(torch.arange(length), theta, attention_scaling=attention_scaling)
 
 
+# q cos, q sin, k cos, k sin (seq, head_dim), and the (seq, seq) mask the pass owns
+Pass = tuple[Tensor, Tensor, Tensor, Tensor, "Tensor | None"]
+
+
+def remap_tables(
+    cfg: ToyConfig,
+    remap: Sequence[Any],
+    scaling: Mapping[str, Any] | None = None,
+    *,
+    base: float | None = None,
+) -> list[Pass]:
+    """The tables of each pass of a remapping method (13_current_architectures).
+
+    ``remap`` holds (q_pos ``(seq,)``, k_pos ``(seq,)``, where ``(seq, seq)``
+    bool) triples, e.g. :func:`ropelab.variants.rerope_passes`; positions may
+    be fractional. The angles are q_pos·θ in float32 as :func:`rope_tables`
+    computes m·θ, so a single pass at 0..seq-1 gives the same tables. Raises
+    ValueError unless the masks own each causal entry exactly once.
+    """
+    if not remap:
+        raise ValueError("remap needs at least one pass")
+    seq = remap[0][0].shape[0]
+    theta, attention_scaling = scaled_inv_freq(
+        cfg.head_dim, cfg.base if base is None else base, scaling, seq_len=seq
+    )
+    owners = torch.zeros(seq, seq, dtype=torch.int64)
+    tables: list[Pass] = []
+    for q_pos, k_pos, where in remap:
+        if q_pos.shape != (seq,) or k_pos.shape != (seq,) or where.shape != (seq, seq):
+            raise ValueError(
+                f"each pass needs positions ({seq},) and a ({seq}, {seq}) mask, got "
+                f"{tuple(q_pos.shape)}, {tuple(k_pos.shape)}, {tuple(where.shape)}"
+            )
+        owners += where.long()
+        q_cos, q_sin = cos_sin_from_angles(
+            q_pos.to(theta.dtype)[:, None] * theta, attention_scaling=attention_scaling
+        )
+        k_cos, k_sin = cos_sin_from_angles(
+            k_pos.to(theta.dtype)[:, None] * theta, attention_scaling=attention_scaling
+        )
+        tables.append((q_cos, q_sin, k_cos, k_sin, where))
+    if not bool((owners.tril() == torch.ones_like(owners).tril()).all()):
+        raise ValueError(
+            "the passes' masks must own each causal entry (n <= m) exactly once"
+        )
+    return tables
+
+
 class Attention(nn.Module):
     """Causal self-attention, RoPE on queries and keys (eq. ``toy-attn``)."""
 
@@ -143,15 +192,24 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.out = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
-    def forward(self, h: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, h: Tensor, cos: Tensor, sin: Tensor, passes: Sequence[Pass] = ()
+    ) -> tuple[Tensor, Tensor]:
+        """``passes``, if given, replace the one rotation by ``cos``/``sin`` (13)."""
         b, n, _ = h.shape
         q, k, v = (
             self.qkv(self.norm(h))
             .view(b, n, 3, self.cfg.n_heads, self.cfg.head_dim)
             .permute(2, 0, 3, 1, 4)
         )
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)  # the reference formula
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.cfg.head_dim)
+        if not passes:
+            passes = [(cos, sin, cos, sin, None)]
+        scores = torch.zeros(())
+        for q_cos, q_sin, k_cos, k_sin, where in passes:
+            # the reference formula
+            qr, kr = rotate(q, q_cos, q_sin), rotate(k, k_cos, k_sin)
+            s = qr @ kr.transpose(-1, -2) / math.sqrt(self.cfg.head_dim)
+            scores = s if where is None else torch.where(where, s, scores)
         causal = torch.ones(n, n, dtype=torch.bool).triu(1)
         weights = scores.masked_fill(causal, float("-inf")).softmax(-1)
         mixed = (weights @ v).transpose(1, 2).reshape(b, n, self.cfg.d_model)
@@ -178,13 +236,26 @@ class ToyDecoder(nn.Module):
         scaling: Mapping[str, Any] | None = None,
         *,
         base: float | None = None,
+        remap: Sequence[Any] | None = None,
     ) -> tuple[Tensor, list[Tensor]]:
-        """Logits at the last position ``(batch, vocab)`` and each layer's attention."""
-        cos, sin = rope_tables(self.cfg, tokens.shape[-1], scaling, base=base)
+        """Logits at the last position ``(batch, vocab)`` and each layer's attention.
+
+        ``remap``: the passes of a position-remapping method (a sequence of
+        :class:`ropelab.variants.RemapPass`, 13_current_architectures): each
+        rotates queries and keys at its own positions and owns the scores
+        where its mask is True. ``None`` is ordinary RoPE at 0..seq-1.
+        """
+        n = tokens.shape[-1]
+        if remap is None:
+            cos, sin = rope_tables(self.cfg, n, scaling, base=base)
+            passes: list[Pass] = []
+        else:
+            cos = sin = torch.empty(0)
+            passes = remap_tables(self.cfg, remap, scaling, base=base)
         h = self.embed(tokens)
         maps = []
         for layer in self.layers:
-            h, weights = layer(h, cos, sin)
+            h, weights = layer(h, cos, sin, passes)
             maps.append(weights)
         return self.unembed(self.norm(h[:, -1])), maps
 
@@ -237,6 +308,7 @@ def evaluate(
     *,
     scaling: Mapping[str, Any] | None = None,
     base: float | None = None,
+    remap: Sequence[Any] | None = None,
     samples: int = 512,
     seed: int = 1234,
     batch: int = 128,
@@ -244,7 +316,8 @@ def evaluate(
     """Accuracy (fraction right) and mean cross-entropy on ``samples`` fresh sequences.
 
     The evaluation set depends only on ``seed``, ``length`` and ``samples``,
-    so every method is scored on the same sequences.
+    so every method is scored on the same sequences. ``remap``: the passes
+    of a position-remapping method for ``length`` (see ``ToyDecoder.forward``).
     """
     gen = torch.Generator().manual_seed(seed * 100_003 + length)
     model.eval()
@@ -253,7 +326,7 @@ def evaluate(
         tokens, answers = passkey_batch(
             model.cfg, min(batch, samples - start), length, gen
         )
-        logits, _ = model(tokens, scaling, base=base)
+        logits, _ = model(tokens, scaling, base=base, remap=remap)
         right += int((logits.argmax(-1) == answers).sum())
         loss += float(nn.functional.cross_entropy(logits, answers, reduction="sum"))
     return {"accuracy": right / samples, "loss": loss / samples}

@@ -9,7 +9,10 @@ s(m, n) = Re Σ_j h_j e^{i ρ(m, n) θ_j}, h_j = q_j · conj(k_j)
   a pair with θ_j = 0 is not rotated; its term is position-free content.
 * Positions (``rerope_positions``, ``self_extend_positions``,
   ``dual_chunk_positions``): ρ(m, n) replaces m - n, and ``remapped_scores``
-  computes the scores for any ρ.
+  computes the scores for any ρ. Each of these ρ is also a few ordinary RoPE
+  attentions with their own query and key positions, merged by masks, as the
+  methods run in practice (``RemapPass``, ``rerope_passes``,
+  ``self_extend_passes``, ``dual_chunk_passes``, ``passes_rho``).
 * Decay made explicit (``alibi_bias``, ``xpos_decay``) and the score for q = k
   with equal pairs (``mean_cos_score``) that chapter 06 plots.
 * Multi-head latent attention (``mla_scores``): DeepSeek-V2/V3's decoupled RoPE,
@@ -27,7 +30,7 @@ Pairs are half-split unless a function says otherwise; positions are integers
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple, Sequence
 
 import torch
 from torch import Tensor
@@ -45,6 +48,11 @@ __all__ = [
     "rerope_positions",
     "self_extend_positions",
     "dual_chunk_positions",
+    "RemapPass",
+    "rerope_passes",
+    "self_extend_passes",
+    "dual_chunk_passes",
+    "passes_rho",
     "alibi_slopes",
     "alibi_bias",
     "xpos_decay",
@@ -205,6 +213,90 @@ def dual_chunk_positions(seq: int, chunk: int, context: int) -> Tensor:
     older = torch.full_like(i, context - 1)
     q_pos = torch.where(cm == cn, i, torch.where(cm - cn == 1, successive, older))
     return (q_pos - j).double()
+
+
+class RemapPass(NamedTuple):
+    """One ordinary RoPE attention of a remapping method.
+
+    Queries rotate at ``q_pos`` ``(seq,)``, keys at ``k_pos`` ``(seq,)`` (float64,
+    possibly fractional), and the pass owns the scores where ``where``
+    ``(seq, seq)`` bool is True: there ρ(m, n) = q_pos[m] - k_pos[n].
+    """
+
+    q_pos: Tensor
+    k_pos: Tensor
+    where: Tensor
+
+
+def _pass(q_pos: Tensor, k_pos: Tensor, where: Tensor) -> RemapPass:
+    return RemapPass(q_pos.double().flatten(), k_pos.double().flatten(), where)
+
+
+def rerope_passes(seq: int, window: int, leak: float | None = None) -> list[RemapPass]:
+    """:func:`rerope_positions` as two passes: exact inside ``window``, remapped beyond.
+
+    ReRoPE's far pass puts every query at ``window`` and every key at 0;
+    leaky ReRoPE's puts the query at m/k + w - w/k and the key at n/k.
+    """
+    m, n = _grid(seq)
+    near = m - n < window
+    pos = torch.arange(seq)
+    if leak is None:
+        far_q, far_k = torch.full((seq,), float(window)), torch.zeros(seq)
+    else:
+        scaled = pos.double() / leak
+        far_q, far_k = scaled + window - window / leak, scaled
+    return [_pass(pos, pos, near), _pass(far_q, far_k, ~near)]
+
+
+def self_extend_passes(seq: int, group: int, window: int) -> list[RemapPass]:
+    """:func:`self_extend_positions` as two passes: neighbour and grouped attention.
+
+    The grouped pass puts the query at ⌊m/G⌋ + W - W/G and the key at ⌊n/G⌋.
+    """
+    m, n = _grid(seq)
+    near = m - n < window
+    pos = torch.arange(seq)
+    grouped_q = (pos // group).double() + window - window / group
+    return [_pass(pos, pos, near), _pass(grouped_q, pos // group, ~near)]
+
+
+def dual_chunk_passes(seq: int, chunk: int, context: int) -> list[RemapPass]:
+    """:func:`dual_chunk_positions` as three passes: intra, successive and inter chunk.
+
+    Keys always sit at n mod s; the query at i = m mod s, min(s + i, c - 1)
+    and c - 1 respectively.
+    """
+    if not 0 < chunk <= context:
+        raise ValueError(f"need 0 < chunk <= context, got {chunk=}, {context=}")
+    m, n = _grid(seq)
+    pos = torch.arange(seq)
+    i, gap = pos % chunk, m // chunk - n // chunk
+    return [
+        _pass(i, i, gap == 0),
+        _pass(torch.clamp(chunk + i, max=context - 1), i, gap == 1),
+        _pass(torch.full((seq,), context - 1), i, gap >= 2),
+    ]
+
+
+def passes_rho(passes: Sequence[RemapPass]) -> Tensor:
+    """The ρ(m, n) = q_pos[m] - k_pos[n] that ``passes`` compute, ``(seq, seq)``.
+
+    Raises ValueError unless the passes own every causal entry (n ≤ m)
+    exactly once; entries above the diagonal are NaN.
+    """
+    if not passes:
+        raise ValueError("need at least one pass")
+    seq = passes[0].q_pos.shape[0]
+    rho = torch.full((seq, seq), float("nan"), dtype=torch.float64)
+    owners = torch.zeros(seq, seq, dtype=torch.int64)
+    for p in passes:
+        rho = torch.where(p.where, p.q_pos[:, None] - p.k_pos[None], rho)
+        owners += p.where.long()
+    causal = torch.ones(seq, seq, dtype=torch.bool).tril()
+    if not bool((owners[causal] == 1).all()):
+        raise ValueError("the passes must own each causal entry (n <= m) exactly once")
+    return rho.masked_fill(~causal, float("nan"))
 
 
 # --- explicit decay -----------------------------------------------------------------

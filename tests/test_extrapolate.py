@@ -11,12 +11,14 @@ from ropelab.extrapolate import (
     load,
     main,
     methods,
+    remaps,
     run,
     shipped_results,
     shipped_weights,
     table,
 )
 from ropelab.toy import ToyConfig, ToyDecoder, deterministic, evaluate
+from ropelab.variants import passes_rho
 
 TINY = Settings(
     train_len=12,
@@ -27,6 +29,7 @@ TINY = Settings(
     other_bases=(1e4,),
 )
 NAMES = ["none", "pi", "ntk", "dynamic", "yarn", "llama3"]
+REMAP_NAMES = ["rerope", "leaky_rerope", "self_extend", "dual_chunk"]
 
 
 def _theta(method, head_dim=32, seq_len=None):
@@ -61,10 +64,9 @@ def test_a_tiny_run_is_complete_and_reproducible():
     assert first == second
     assert first["train_length"] == 12
     rows = first["results"]
-    assert (
-        len(rows) == (len(NAMES) * 2 + 1) * 2
-    )  # methods with and without fine-tuning, bases as trained
-    assert {r["method"] for r in rows} == set(NAMES) | {"base=10000"}
+    # methods with and without fine-tuning, remappings and bases as trained
+    assert len(rows) == (len(NAMES) * 2 + len(REMAP_NAMES) + 1) * 2
+    assert {r["method"] for r in rows} == set(NAMES) | set(REMAP_NAMES) | {"base=10000"}
     assert {r["finetune_steps"] for r in rows} == {0, 3}
     assert {r["length"] for r in rows} == {12, 24}
     for r in rows:
@@ -80,7 +82,7 @@ def test_a_tiny_run_is_complete_and_reproducible():
         assert (r["accuracy"] * TINY.samples).is_integer()
     text = table(first)
     assert text.splitlines()[0].split()[-2:] == ["12", "24"]
-    assert len(text.splitlines()) == 2 + len(NAMES) * 2 + 1
+    assert len(text.splitlines()) == 2 + len(NAMES) * 2 + len(REMAP_NAMES) + 1
 
 
 def test_cli_writes_json_and_prints_the_table(tmp_path, capsys):
@@ -100,6 +102,8 @@ def test_cli_writes_json_and_prints_the_table(tmp_path, capsys):
         "--samples",
         "8",
         "--other-bases",
+        "--remaps",
+        "rerope",
         "--threads",
         "1",
         "--save-weights",
@@ -110,7 +114,8 @@ def test_cli_writes_json_and_prints_the_table(tmp_path, capsys):
     assert out.splitlines()[0].split()[:2] == ["method", "fine-tune"]
     data = load(path)
     assert data["settings"]["threads"] == 1 and data["settings"]["finetune_steps"] == 0
-    assert len(data["results"]) == len(NAMES) * 2
+    assert len(data["results"]) == (len(NAMES) + 1) * 2
+    assert data["settings"]["remaps"] == {"rerope": {"window": 6}}
     assert set(torch.load(tmp_path / "w.pt", weights_only=True)) == set(
         ToyDecoder(ToyConfig()).state_dict()
     )
@@ -152,8 +157,10 @@ def test_shipped_results_come_from_the_default_options():
     assert s["other_bases"] == list(d.other_bases) and s["multiples"] == list(
         d.multiples
     )
+    assert list(s["remaps"]) == list(d.remaps)
     rows = data["results"]
-    assert len(rows) == (len(NAMES) * 2 + len(d.other_bases)) * len(d.multiples)
+    per_length = len(NAMES) * 2 + len(d.remaps) + len(d.other_bases)
+    assert len(rows) == per_length * len(d.multiples)
     json.dumps(data)
 
 
@@ -179,20 +186,64 @@ def test_shipped_weights_give_the_shipped_unscaled_results():
             assert round(got["loss"], 6) == r["loss"], r
 
 
+def test_shipped_weights_give_the_shipped_remapped_results():
+    """Two remappings at 2L, recomputed from the shipped weights, match the file exactly."""
+    deterministic(1)
+    model, data = shipped_weights(), shipped_results()
+    by_name = {r.name: r for r in remaps(64, 4.0)}
+    checked = 0
+    for r in data["results"]:
+        if r["method"] in ("rerope", "dual_chunk") and r["length"] == 128:
+            got = evaluate(
+                model, 128, remap=by_name[r["method"]].passes(128),
+                samples=data["settings"]["samples"],
+            )
+            assert got["accuracy"] == r["accuracy"], r
+            assert round(got["loss"], 6) == r["loss"], r
+            checked += 1
+    assert checked == 2
+
+
+def test_remaps_keep_every_angle_within_training_up_to_the_factor():
+    """The chosen windows, slopes and groups keep ρ ≤ L - 1 at factor·L, and the
+    methods stay exact inside the window."""
+    for factor in (2.0, 4.0):
+        for r in remaps(64, factor):
+            seq = int(64 * factor)
+            rho = passes_rho(r.passes(seq))
+            causal = torch.ones(seq, seq, dtype=torch.bool).tril()
+            assert rho[causal].max() < 64, (r.name, factor, rho[causal].max())
+            m, n = torch.tril_indices(seq, seq)
+            near = (m - n) < 16
+            assert torch.equal(rho[m, n][near], (m - n)[near].double()), r.name
+
+
 def test_each_methods_rows_do_not_depend_on_which_others_run():
     full = run(TINY, threads=1)["results"]
     alone = run(
-        Settings(**{**TINY.__dict__, "methods": ("yarn",), "other_bases": ()}),
+        Settings(
+            **{**TINY.__dict__, "methods": ("yarn",), "remaps": (), "other_bases": ()}
+        ),
         threads=1,
     )["results"]
     assert alone == [r for r in full if r["method"] == "yarn"]
+    one_remap = run(
+        Settings(
+            **{**TINY.__dict__, "methods": (), "remaps": ("self_extend",),
+               "other_bases": ()}
+        ),
+        threads=1,
+    )["results"]
+    assert one_remap == [r for r in full if r["method"] == "self_extend"]
     models = {}
     run(
-        Settings(**{**TINY.__dict__, "methods": (), "other_bases": ()}),
+        Settings(**{**TINY.__dict__, "methods": (), "remaps": (), "other_bases": ()}),
         threads=1,
         models=models,
     )
     reused = run(TINY, threads=1, trained=models["main"])["results"]
     assert reused == full
-    bases = run(Settings(**{**TINY.__dict__, "methods": ()}), threads=1)["results"]
+    bases = run(
+        Settings(**{**TINY.__dict__, "methods": (), "remaps": ()}), threads=1
+    )["results"]
     assert bases == [r for r in full if r["method"].startswith("base=")]

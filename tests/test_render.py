@@ -221,6 +221,10 @@ def test_page_renders(page_path: str, server: str, browser_context) -> None:
 
     page = browser_context.new_page()
     page.route("**/*", route)
+    in_flight: set = set()
+    page.on("request", in_flight.add)
+    page.on("requestfinished", in_flight.discard)
+    page.on("requestfailed", in_flight.discard)
     page.on("console", lambda m: m.type == "error" and problems.append(f"console error: {m.text} ({m.location.get('url', '')})"))
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
     page.on(
@@ -247,7 +251,15 @@ def test_page_renders(page_path: str, server: str, browser_context) -> None:
                 f"{page_path} has math but MathJax did not load (is book/_static/mathjax there? run `make`)"
             )
             page.evaluate("window.MathJax.startup.promise")
-        page.wait_for_load_state("networkidle")
+        # Everything the page asked for has arrived or failed (fonts, images, what
+        # MathJax loads). Chromium's own "network idle" never fires on some pages
+        # although nothing is in flight, so the test counts requests itself.
+        page.evaluate("document.fonts.ready.then(() => true)")
+        for _ in range(100):
+            if not in_flight:
+                break
+            page.wait_for_timeout(100)
+        assert not in_flight, f"{page_path}: requests never finished: {[r.url for r in in_flight]}"
 
         if not redirect:
             page_ids = set(page.evaluate("[...document.querySelectorAll('[id]')].map(e => e.id)"))
@@ -443,12 +455,28 @@ def _chapter_params(rule):
     ] or ["<no build>"]
 
 
-def _layout(browser_context, server, page_path, width=400):
-    page = _open(browser_context, server, page_path, width)
-    try:
-        return page.evaluate(PHONE_LAYOUT)
-    finally:
-        page.close()
+_PHONE: dict[str, dict] = {}
+
+
+def _phone(browser_context, server, page_path):
+    """Layout (PHONE_LAYOUT) and images (IMAGES) of a page at 400 px, loaded once.
+
+    Three tests read the same page on a phone; one load serves them all.
+    """
+    if page_path not in _PHONE:
+        page = _open(browser_context, server, page_path, WIDTHS["phone"])
+        try:
+            _PHONE[page_path] = {
+                "layout": page.evaluate(PHONE_LAYOUT),
+                "images": page.evaluate(IMAGES),
+            }
+        finally:
+            page.close()
+    return _PHONE[page_path]
+
+
+def _layout(browser_context, server, page_path):
+    return _phone(browser_context, server, page_path)["layout"]
 
 
 @pytest.mark.parametrize(
@@ -495,11 +523,7 @@ PATH_LIKE = re.compile(r"[/\\]|\.(png|jpe?g|svg|gif)\b|^_images|^[0-9a-f]{16,}",
 def test_figures_have_numbered_captions_and_alt_text(page_path, server, browser_context):
     if not PAGES:
         pytest.fail("no built book", pytrace=False)
-    page = _open(browser_context, server, page_path, 1400)
-    try:
-        images = page.evaluate(IMAGES)
-    finally:
-        page.close()
+    images = _phone(browser_context, server, page_path)["images"]  # captions and alt text
     problems = []
     for img in images:
         if img["output"] and not img["caption"]:

@@ -14,9 +14,11 @@ from ropelab.toy import (
     deterministic,
     evaluate,
     passkey_batch,
+    remap_tables,
     rope_tables,
     train,
 )
+from ropelab.variants import RemapPass, rerope_passes
 
 CFG = ToyConfig()
 
@@ -92,6 +94,37 @@ def test_model_is_causal_and_gets_position_only_from_rope():
         )  # rows before position 20 never see it
         assert torch.all(a.triu(1) == 0)
     torch.testing.assert_close(row_b, row_a[..., perm], atol=1e-6, rtol=0)
+
+
+def test_remap_with_the_plain_positions_is_ordinary_rope_bit_for_bit():
+    model = shipped_weights()
+    gen = torch.Generator().manual_seed(3)
+    tokens, _ = passkey_batch(CFG, 4, 50, gen)
+    pos = torch.arange(50).double()
+    plain = [RemapPass(pos, pos, torch.ones(50, 50, dtype=torch.bool))]
+    with torch.no_grad():
+        a, maps_a = model(tokens)
+        b, maps_b = model(tokens, remap=plain)
+        # a window as long as the sequence never remaps: ReRoPE is then RoPE
+        c, _ = model(tokens, remap=rerope_passes(50, 50))
+        # a window of 1 puts every earlier key at distance 1: other logits
+        d, maps_d = model(tokens, remap=rerope_passes(50, 1))
+    assert torch.equal(a, b) and torch.equal(a, c)
+    assert all(torch.equal(x, y) for x, y in zip(maps_a, maps_b))
+    assert not torch.allclose(a, d)
+    # with ρ = 1 for all earlier keys, layer 0's scores depend on content only
+    assert torch.all(maps_d[0].triu(1) == 0)
+
+
+def test_remap_tables_reject_bad_passes():
+    pos = torch.arange(5).double()
+    full = torch.ones(5, 5, dtype=torch.bool)
+    with pytest.raises(ValueError, match="at least one"):
+        remap_tables(CFG, [])
+    with pytest.raises(ValueError, match="exactly once"):
+        remap_tables(CFG, [RemapPass(pos, pos, full.triu(1))])
+    with pytest.raises(ValueError, match=r"\(5,\)"):
+        remap_tables(CFG, [RemapPass(pos[:4], pos, full)])
 
 
 def test_attention_entropy():

@@ -19,6 +19,11 @@ from hypothesis import strategies as st
 from ropelab import apply_rotary, cos_sin, inv_freq
 from ropelab.attention import is_toeplitz
 from ropelab.variants import (
+    RemapPass,
+    dual_chunk_passes,
+    passes_rho,
+    rerope_passes,
+    self_extend_passes,
     alibi_bias,
     alibi_slopes,
     dual_chunk_positions,
@@ -184,6 +189,40 @@ def test_dual_chunk_worked_example():
     m, n = torch.tril_indices(12, 12)
     exact = rho[m, n] == (m - n).double()
     assert torch.all(exact[(m - n) < c - s])  # every distance inside the local window is exact
+
+
+@pytest.mark.parametrize(
+    "name, passes, rho",
+    [
+        ("rerope", lambda S: rerope_passes(S, 7), lambda S: rerope_positions(S, 7)),
+        ("leaky", lambda S: rerope_passes(S, 7, leak=3.0),
+         lambda S: rerope_positions(S, 7, leak=3.0)),
+        ("self_extend", lambda S: self_extend_passes(S, 4, 8),
+         lambda S: self_extend_positions(S, 4, 8)),
+        ("dual_chunk", lambda S: dual_chunk_passes(S, 5, 9),
+         lambda S: dual_chunk_positions(S, 5, 9)),
+    ],
+)
+@pytest.mark.parametrize("seq", [1, 9, 40])
+def test_passes_compute_the_same_rho(name, passes, rho, seq):
+    """Each method's mask-merged RoPE passes give its ρ(m, n) on every causal entry."""
+    got, want = passes_rho(passes(seq)), rho(seq)
+    causal = torch.ones(seq, seq, dtype=torch.bool).tril()
+    # exact for integer positions; leaky ReRoPE's m/k - n/k differs in the last bit
+    torch.testing.assert_close(got[causal], want[causal], atol=1e-12, rtol=0)
+    assert torch.isnan(got[~causal]).all()
+
+
+def test_passes_rho_rejects_gaps_and_overlaps():
+    seq = 6
+    everywhere = torch.ones(seq, seq, dtype=torch.bool)
+    pos = torch.arange(seq).double()
+    with pytest.raises(ValueError, match="exactly once"):
+        passes_rho([RemapPass(pos, pos, everywhere), RemapPass(pos, pos, everywhere)])
+    with pytest.raises(ValueError, match="exactly once"):
+        passes_rho([RemapPass(pos, pos, everywhere.triu(1))])
+    with pytest.raises(ValueError, match="at least one"):
+        passes_rho([])
 
 
 # --- explicit decay -----------------------------------------------------------------------
