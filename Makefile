@@ -21,6 +21,10 @@ VENV = .venv
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 PYTEST_ARGS ?=
+# Test processes for `make test` and `make unit` (pytest-xdist): each takes whole
+# files (a notebook runs in order in one kernel). Default: the cores, at most 4.
+PYTEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
+XDIST = -n $(PYTEST_JOBS) --dist loadfile
 
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
@@ -110,14 +114,14 @@ NBVAL = --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.c
 # The package's unit and property tests, without the book: test_render.py
 # (which needs the built HTML and a browser) is left out.
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests --ignore=tests/test_render.py -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests --ignore=tests/test_render.py -q $(XDIST) $(PYTEST_ARGS)
 
 # One pytest call: unit and property tests (tests/), every notebook in strict
 # nbval (book/), and the render check of the built HTML and PDF in headless
 # Chromium (tests/test_render.py, which needs both, hence `html pdf` first).
 # pytest exits non-zero when a test fails and also when none was collected (5).
 test: html pdf $(TRITON_STAMP)
-	$(BIN)/python -m pytest tests book $(NBVAL) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests book $(NBVAL) $(XDIST) $(PYTEST_ARGS)
 
 # A Triton that is already importable (a CUDA torch brings its own, matched to
 # it) is kept; otherwise the pinned one is installed.
