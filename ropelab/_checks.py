@@ -24,7 +24,9 @@ def check_dim(dim: object, name: str = "dim") -> int:
     if dim <= 0:
         raise ValueError(f"{name} must be a positive even integer, got {dim}")
     if dim % 2:
-        raise ValueError(f"{name} must be even (channels are rotated in pairs), got {dim}")
+        raise ValueError(
+            f"{name} must be even (channels are rotated in pairs), got {dim}"
+        )
     return dim
 
 
@@ -35,7 +37,8 @@ def check_base(base: object) -> float:
     base = float(base)
     if not base > 1.0 or base == float("inf"):
         raise ValueError(
-            f"base must be a finite number greater than 1 (θ_j = base^(-2j/d) must decrease), got {base}"
+            "base must be a finite number greater than 1 (θ_j = base^(-2j/d) must "
+            f"decrease), got {base}"
         )
     return base
 
@@ -60,11 +63,14 @@ def check_inv_freq(inv_freq: object) -> Tensor:
     """Check ``inv_freq`` is a 1-D float tensor of float32 or wider."""
     inv_freq = check_float_tensor(inv_freq, "inv_freq")
     if inv_freq.ndim != 1 or inv_freq.numel() == 0:
-        raise ValueError(f"inv_freq must be a non-empty 1-D tensor (dim//2,), got shape {tuple(inv_freq.shape)}")
+        raise ValueError(
+            "inv_freq must be a non-empty 1-D tensor (dim//2,), got shape "
+            f"{tuple(inv_freq.shape)}"
+        )
     if inv_freq.dtype not in (torch.float32, torch.float64):
         raise TypeError(
-            f"inv_freq must be float32 or float64 (angles are never computed in a narrower type), "
-            f"got {inv_freq.dtype}"
+            "inv_freq must be float32 or float64 (angles are never computed in a "
+            f"narrower type), got {inv_freq.dtype}"
         )
     return inv_freq
 
@@ -89,9 +95,14 @@ def as_positions(
     elif isinstance(positions, bool):
         raise TypeError(f"{name} must be integers, got bool")
     elif isinstance(positions, (int, range, list, tuple)):
-        t = torch.as_tensor(list(positions) if isinstance(positions, range) else positions)
+        t = torch.as_tensor(
+            list(positions) if isinstance(positions, range) else positions
+        )
     else:
-        raise TypeError(f"{name} must be an integer tensor, int or sequence of ints, got {type(positions).__name__}")
+        raise TypeError(
+            f"{name} must be an integer tensor, int or sequence of ints, got "
+            f"{type(positions).__name__}"
+        )
     if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
         raise TypeError(
             f"{name} must have an integer dtype (token indices), got {t.dtype}; "
@@ -107,17 +118,24 @@ def check_x(x: object, name: str = "x") -> Tensor:
     """Check ``x`` is a floating tensor ``(..., seq, dim)`` with an even ``dim``."""
     x = check_float_tensor(x, name)
     if x.ndim < 2:
-        raise ValueError(f"{name} must have shape (..., seq, dim), got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must have shape (..., seq, dim), got shape {tuple(x.shape)}"
+        )
     if x.shape[-1] % 2:
-        raise ValueError(f"{name}'s last axis (dim) must be even, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name}'s last axis (dim) must be even, got shape {tuple(x.shape)}"
+        )
     return x
 
 
 def _byte_extent(t: Tensor) -> tuple[int, int]:
-    """[first, last + 1) byte of ``t`` in its storage (strides are never negative in torch)."""
+    """[first, last + 1) byte of ``t`` in its storage (strides are never negative in
+    torch)."""
     es = t.element_size()
     first = t.storage_offset() * es
-    return first, first + (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * es
+    return first, first + (
+        sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1
+    ) * es
 
 
 def overlaps(a: Tensor, b: Tensor) -> bool:
@@ -148,7 +166,8 @@ def overlaps(a: Tensor, b: Tensor) -> bool:
 
 
 def check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
-    """Check cos and sin are float tables ``(..., rotary_dim)`` that broadcast to ``x``."""
+    """Check cos and sin are float tables ``(..., rotary_dim)`` that broadcast to
+    ``x``."""
     xs, device = x.shape, x.device  # (kept cheap: a decode step calls this every token)
     for name, t in (("cos", cos), ("sin", sin)):
         if not isinstance(t, Tensor) or not t.is_floating_point():
@@ -157,33 +176,45 @@ def check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
         if t.device != device:
             raise ValueError(f"{name} is on {t.device} but x is on {device}")
         if not ts or ts[-1] != rotary_dim:
-            raise ValueError(f"{name}'s last axis must be rotary_dim = {rotary_dim} for x "
-                             f"of shape {tuple(xs)}, got {tuple(ts)}")
+            raise ValueError(
+                f"{name}'s last axis must be rotary_dim = {rotary_dim} for x "
+                f"of shape {tuple(xs)}, got {tuple(ts)}"
+            )
         n = len(ts)
-        if n > len(xs) or any(a != 1 and a != b for a, b in zip(ts[:-1], xs[len(xs) - n:-1])):
+        if n > len(xs) or any(
+            a != 1 and a != b for a, b in zip(ts[:-1], xs[len(xs) - n : -1])
+        ):
             raise ValueError(
                 f"{name} of shape {tuple(ts)} does not broadcast to x of shape "
                 f"{tuple(xs)}: keep the position axis where x has it, e.g. "
-                "(seq, 1, dim) for x (batch, seq, heads, dim), or (batch, 1, seq, dim) for "
-                "per-row positions with x (batch, heads, seq, dim), i.e. cos.unsqueeze(1) "
+                "(seq, 1, dim) for x (batch, seq, heads, dim), or "
+                "(batch, 1, seq, dim) for per-row positions with x "
+                "(batch, heads, seq, dim), i.e. cos.unsqueeze(1) "
                 "(transformers' unsqueeze_dim)"
             )
     if cos.shape != sin.shape:
-        raise ValueError(f"cos and sin must have the same shape, "
-                         f"got {tuple(cos.shape)} and {tuple(sin.shape)}")
+        raise ValueError(
+            f"cos and sin must have the same shape, "
+            f"got {tuple(cos.shape)} and {tuple(sin.shape)}"
+        )
 
 
 def check_out(out: object, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Check ``out`` can take apply_rotary's result: x's shape, dtype, device; no overlap."""
+    """Check ``out`` can take apply_rotary's result: x's shape, dtype, device; no
+    overlap."""
     if not isinstance(out, Tensor):
         raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
     if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
-        raise ValueError(f"out must match x: shape {tuple(x.shape)}, {x.dtype} on "
-                         f"{x.device}; got shape {tuple(out.shape)}, {out.dtype} on {out.device}")
+        raise ValueError(
+            f"out must match x: shape {tuple(x.shape)}, {x.dtype} on "
+            f"{x.device}; got shape {tuple(out.shape)}, {out.dtype} on {out.device}"
+        )
     if overlaps(out, x):
-        raise ValueError("out must not overlap x: each output pair needs both inputs of "
-                         "its pair")
+        raise ValueError(
+            "out must not overlap x: each output pair needs both inputs of its pair"
+        )
     if overlaps(out, cos) or overlaps(out, sin):
-        raise ValueError("out must not overlap cos or sin: the tables are read while out "
-                         "is written")
+        raise ValueError(
+            "out must not overlap cos or sin: the tables are read while out is written"
+        )
     return out

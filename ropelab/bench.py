@@ -1,4 +1,5 @@
-"""``python -m ropelab.bench``: apply_rotary timed against the memory floor, ``copy_`` into a preallocated buffer.
+"""``python -m ropelab.bench``: apply_rotary timed against the memory floor, ``copy_``
+into a preallocated buffer.
 
 RoPE moves memory and does almost no arithmetic (:mod:`ropelab.cost`), so
 every time is reported as a ratio to the copy that reads and writes the same
@@ -42,7 +43,14 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor
 
-from .cost import DTYPES, METHODS, Cost, Traffic, cost_model, trace_traffic  # noqa: F401  (re-exported)
+from .cost import (  # noqa: F401  (re-exported)
+    DTYPES,
+    METHODS,
+    Cost,
+    Traffic,
+    cost_model,
+    trace_traffic,
+)
 from .frequencies import inv_freq
 from .kernels import kernel_status, rotate_into
 from .matrix import rotation_matrix
@@ -79,12 +87,13 @@ SAMPLE_SECONDS = (
 DATA = Path(__file__).parent / "data"
 DEFAULT_GOALS = DATA / "bench_goals.json"
 # The results chapter 09 reads, written by
-# `python -m ropelab.bench --methods --grid --dtype float32 --dtype bfloat16 --json ropelab/data/bench_cpu.json`;
-# shipped inside the package so that the chapter also runs in a hosted notebook.
+#   python -m ropelab.bench --methods --grid --dtype float32 --dtype bfloat16 \
+#       --json ropelab/data/bench_cpu.json
+# and shipped inside the package so that the chapter also runs in a hosted notebook.
 REFERENCE_RESULTS = DATA / "bench_cpu.json"
 
 
-# Timing ------------------------------------------------------------------------------------
+# Timing -------------------------------------------------------------------------------
 
 
 def _sample(device: torch.device, fn: Callable[[], object], number: int) -> float:
@@ -113,7 +122,8 @@ def time_interleaved(
     rounds: int = 10,
     min_time: float = 0.5,
 ) -> dict[str, tuple[float, float, int]]:
-    """Time several candidates in interleaved rounds: name -> (fastest, median seconds per call, calls).
+    """Time several candidates in interleaved rounds: name -> (fastest, median seconds
+    per call, calls).
 
     Each round samples every candidate once, in turn, so that a change of
     load hits them alike. A sample times ``number`` back-to-back calls
@@ -138,12 +148,13 @@ def time_interleaved(
     }
 
 
-# The methods --------------------------------------------------------------------------------
+# The methods --------------------------------------------------------------------------
 
 
 @dataclass
 class Result:
-    """One method on one (shape, dtype): its fastest and median seconds per call on q and k, and ratios."""
+    """One method on one (shape, dtype): its fastest and median seconds per call on q
+    and k, and ratios."""
 
     shape: tuple[int, ...]
     dtype: str
@@ -249,7 +260,8 @@ def _methods(
 def _gpu_methods(
     q: Tensor, k: Tensor, device: torch.device
 ) -> dict[str, tuple[Callable[[], object] | None, str]]:
-    """The GPU-only candidates (chapter 14): name -> (callable rotating q and k, or None; note).
+    """The GPU-only candidates (chapter 14): name -> (callable rotating q and k, or
+    None; note).
 
     ropelab's Triton kernel (q and k in one launch, into new tensors),
     ``torch.compile`` of the transformers formula, and FlashAttention's and
@@ -257,7 +269,9 @@ def _gpu_methods(
     ``copy_`` on the same device: 1 / ratio is its share of the copy's bandwidth.
     """
     seq, dim = q.shape[-2], q.shape[-1]
-    cos, sin = cos_sin(torch.arange(seq, device=device), inv_freq(dim).to(device), dtype=q.dtype)
+    cos, sin = cos_sin(
+        torch.arange(seq, device=device), inv_freq(dim).to(device), dtype=q.dtype
+    )
     methods: dict[str, tuple[Callable[[], object] | None, str]] = {}
     try:
         from .kernels import triton as kt
@@ -265,26 +279,40 @@ def _gpu_methods(
         methods["ropelab_triton_qk"] = (None, "skipped: Triton is not installed")
     else:
         methods["ropelab_triton_qk"] = (
-            lambda: kt.apply_rotary_qk(q, k, cos, sin), "Triton: q and k in one launch")
+            lambda: kt.apply_rotary_qk(q, k, cos, sin),
+            "Triton: q and k in one launch",
+        )
     compiled = torch.compile(_hf, dynamic=False)
     methods["hf_compiled"] = (
-        lambda: (compiled(q, cos, sin), compiled(k, cos, sin)), "torch.compile of hf")
+        lambda: (compiled(q, cos, sin), compiled(k, cos, sin)),
+        "torch.compile of hf",
+    )
     try:
         from flash_attn.layers.rotary import apply_rotary_emb as fa_rotary
     except ImportError:
         methods["flash_attn"] = (None, "skipped: flash-attn is not installed")
     else:
         half = dim // 2
-        qs, ks = q.transpose(1, 2), k.transpose(1, 2)  # flash-attention takes (batch, seq, heads, dim)
-        methods["flash_attn"] = (lambda: (fa_rotary(qs, cos[:, :half], sin[:, :half]),
-                                          fa_rotary(ks, cos[:, :half], sin[:, :half])), "half-width tables")
+        qs, ks = (
+            q.transpose(1, 2),
+            k.transpose(1, 2),
+        )  # flash-attention takes (batch, seq, heads, dim)
+        methods["flash_attn"] = (
+            lambda: (
+                fa_rotary(qs, cos[:, :half], sin[:, :half]),
+                fa_rotary(ks, cos[:, :half], sin[:, :half]),
+            ),
+            "half-width tables",
+        )
     try:
         from liger_kernel.ops.rope import LigerRopeFunction
     except ImportError:
         methods["liger"] = (None, "skipped: liger-kernel is not installed")
     else:
         methods["liger"] = (
-            lambda: LigerRopeFunction.apply(q, k, cos[None], sin[None]), "q and k, one launch")
+            lambda: LigerRopeFunction.apply(q, k, cos[None], sin[None]),
+            "q and k, one launch",
+        )
     return methods
 
 
@@ -297,7 +325,8 @@ def run(
     min_time: float = 0.5,
     progress: Callable[[str], None] | None = None,
 ) -> list[Result]:
-    """Time every method of :data:`ropelab.cost.METHODS` for every shape and dtype, rotating q and k.
+    """Time every method of :data:`ropelab.cost.METHODS` for every shape and dtype,
+    rotating q and k.
 
     On a CUDA device it also times ropelab's Triton kernel, ``torch.compile``
     of the transformers formula, and FlashAttention's and Liger's rotary
@@ -320,14 +349,18 @@ def run(
         q = torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
         k = torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
         methods = _methods(q, k, device)
-        if device.type == "cuda":  # chapter 14: the Triton kernel and the GPU's other options
+        if (
+            device.type == "cuda"
+        ):  # chapter 14: the Triton kernel and the GPU's other options
             methods.update(_gpu_methods(q, k, device))
         if progress:
             progress(
-                f"[{i}/{total}] {tuple(shape)} {dtype_name}: {len(methods)} methods, interleaved"
+                f"[{i}/{total}] {tuple(shape)} {dtype_name}: {len(methods)} methods, "
+                "interleaved"
             )
-        # the dense product runs on a BLAS whose threads keep spinning for a while after each call, which
-        # would slow whatever runs next: it is timed on its own, after the others
+        # the dense product runs on a BLAS whose threads keep spinning for a while
+        # after each call, which would slow whatever runs next: it is timed on its
+        # own, after the others
         timed = time_interleaved(
             device,
             {
@@ -368,28 +401,34 @@ def run(
 
 
 def format_table(results: Sequence[Result]) -> str:
-    """A plain-text table of the methods: fastest time, ratio to copy_ and to the transformers formula."""
+    """A plain-text table of the methods: fastest time, ratio to copy_ and to the
+    transformers formula."""
     lines = [
-        f"{'shape':<20} {'dtype':<9} {'method':<24} {'time':>10} {'x copy_':>8} {'x hf':>7}  note"
+        (
+            f"{'shape':<20} {'dtype':<9} {'method':<24} {'time':>10} {'x copy_':>8} "
+            f"{'x hf':>7}  note"
+        )
     ]
     for r in results:
         t = "-" if r.best_s is None else f"{r.best_s * 1e3:8.3f}ms"
         ratio_f = "-" if r.ratio_floor is None else f"{r.ratio_floor:.2f}"
         ratio_h = "-" if r.ratio_hf is None else f"{r.ratio_hf:.2f}"
         lines.append(
-            f"{str(r.shape):<20} {r.dtype:<9} {r.method:<24} {t:>10} {ratio_f:>8} {ratio_h:>7}  {r.note}"
+            f"{str(r.shape):<20} {r.dtype:<9} {r.method:<24} {t:>10} {ratio_f:>8} "
+            f"{ratio_h:>7}  {r.note}"
         )
     return "\n".join(lines)
 
 
-# The grid and its goals -----------------------------------------------------------------------
+# The grid and its goals ---------------------------------------------------------------
 
 ORDERS = {"heads": "(batch, heads, seq, dim)", "positions": "(batch, seq, heads, dim)"}
 
 
 @dataclass
 class GridResult:
-    """``apply_rotary`` on one configuration over its baseline: ``copy_`` (prefill) or the transformers formula."""
+    """``apply_rotary`` on one configuration over its baseline: ``copy_`` (prefill) or
+    the transformers formula."""
 
     dtype: str
     layout: str
@@ -403,7 +442,8 @@ class GridResult:
 
 
 def load_goals(path: str | os.PathLike = DEFAULT_GOALS) -> list[dict]:
-    """The goals file: a list of goals, each naming dtypes, layouts, orders, shapes, calls, a baseline and a limit."""
+    """The goals file: a list of goals, each naming dtypes, layouts, orders, shapes,
+    calls, a baseline and a limit."""
     with open(path) as f:
         goals = json.load(f)["goals"]
     for g in goals:
@@ -431,7 +471,8 @@ def _grid_tensors(
     dtype: torch.dtype,
     device: torch.device,
 ):
-    """x of ``shape`` = (batch, heads, seq, dim) laid out in ``order``, and tables that broadcast against it."""
+    """x of ``shape`` = (batch, heads, seq, dim) laid out in ``order``, and tables that
+    broadcast against it."""
     b, h, s, d = shape
     g = torch.Generator(device="cpu").manual_seed(0)
     cos, sin = cos_sin(
@@ -458,7 +499,8 @@ def run_grid(
     min_time: float = 0.3,
     progress: Callable[[str], None] | None = None,
 ) -> list[GridResult]:
-    """Measure every configuration the goals name (restricted to ``dtypes`` if given)."""
+    """Measure every configuration the goals name (restricted to ``dtypes`` if
+    given)."""
     device = torch.device(device)
     results: list[GridResult] = []
     configs = []
@@ -500,7 +542,8 @@ def run_grid(
                     )
         if against == "copy_":
             fns["base"] = lambda x=x, o=out: o.copy_(x)
-        else:  # the transformers formula on the heads-first layout, its half-split tables
+        else:
+            # the transformers formula on the heads-first layout, its half-split tables
             xb, cb, sb = _grid_tensors(shape, "heads", "half_split", dtype, device)
             fns["base"] = lambda: _hf(xb, cb, sb)
         timed = time_interleaved(device, fns, rounds=min_runs, min_time=min_time)
@@ -555,14 +598,16 @@ def verdicts(goals: Sequence[dict], results: Sequence[GridResult]) -> list[Verdi
 
 
 def format_grid(results: Sequence[GridResult]) -> str:
-    """The grid as the issue of record states it: one row per (dtype, layout, order), one column per length."""
+    """The grid as the issue of record states it: one row per (dtype, layout, order),
+    one column per length."""
     lines = []
     prefill = [r for r in results if r.against == "copy_"]
     seqs = sorted({r.shape[2] for r in prefill})
     if prefill:
         b, h, _, d = prefill[0].shape
         lines.append(
-            f"apply_rotary(..., out=) / out.copy_(x): batch {b}, {h} heads of {d}, S positions"
+            f"apply_rotary(..., out=) / out.copy_(x): batch {b}, {h} heads of {d}, S "
+            "positions"
         )
         lines.append(
             f"{'dtype':<9} {'layout':<12} {'x':<26}"
@@ -585,30 +630,33 @@ def format_grid(results: Sequence[GridResult]) -> str:
         if r.against == "hf":
             call = "apply_rotary(..., out=)" if r.call == "out" else "apply_rotary(...)"
             lines.append(
-                f"decode {r.shape} {r.dtype} {r.layout:<12} {call:<24} / transformers formula: "
-                f"{r.ratio:.2f}x"
+                f"decode {r.shape} {r.dtype} {r.layout:<12} {call:<24} / transformers "
+                f"formula: {r.ratio:.2f}x"
             )
     return "\n".join(lines)
 
 
 def format_verdicts(found: Sequence[Verdict]) -> str:
-    """One line per goal and configuration: ratio, limit, holds or not; and the count."""
+    """One line per goal and configuration: ratio, limit, holds or not; and the
+    count."""
     lines = []
     for v in found:
         r = v.result
         lines.append(
-            f"{v.goal:<22} {r.dtype:<9} {r.layout:<12} {r.order:<10} S={r.shape[2]:<6} {r.call:<4} "
-            f"{r.ratio:5.2f}x {r.against:<6} (<= {v.limit:.2f}x): {'holds' if v.holds else 'DOES NOT HOLD'}"
+            f"{v.goal:<22} {r.dtype:<9} {r.layout:<12} {r.order:<10} S={r.shape[2]:<6} "
+            f"{r.call:<4} {r.ratio:5.2f}x {r.against:<6} (<= {v.limit:.2f}x): "
+            f"{'holds' if v.holds else 'DOES NOT HOLD'}"
         )
     lines.append(f"{sum(v.holds for v in found)} of {len(found)} hold")
     return "\n".join(lines)
 
 
-# Where the numbers come from, and the results file -----------------------------------------------
+# Where the numbers come from, and the results file ------------------------------------
 
 
 def kernel_summary() -> str:
-    """One line on ropelab's fused CPU kernel: compiled now (and how long it took), cached, or why not."""
+    """One line on ropelab's fused CPU kernel: compiled now (and how long it took),
+    cached, or why not."""
     st = kernel_status()
     if not st["available"]:
         return f"unavailable ({st['reason']}): apply_rotary takes its torch path"
@@ -653,7 +701,8 @@ def machine_info(device: torch.device) -> dict[str, object]:
 def load(
     path: str | os.PathLike = REFERENCE_RESULTS,
 ) -> tuple[dict, list[Result], list[GridResult], list[dict]]:
-    """Read a file written by ``--json``: ``(machine, method results, grid results, goals)``."""
+    """Read a file written by ``--json``:
+    ``(machine, method results, grid results, goals)``."""
     with open(path) as f:
         data = json.load(f)
     results = [
@@ -714,8 +763,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         print(
-            f"ropelab.bench: --device {args.device} asked for CUDA, but this torch ({torch.__version__}) "
-            "sees no CUDA device; run with --device cpu",
+            f"ropelab.bench: --device {args.device} asked for CUDA, but this torch "
+            f"({torch.__version__}) sees no CUDA device; run with --device cpu",
             file=sys.stderr,
         )
         return 2

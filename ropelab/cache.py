@@ -1,4 +1,5 @@
-"""A RoPE module with a cos/sin cache, for prefill and KV-cache decoding (chapter 05_cache_and_decoding).
+"""A RoPE module with a cos/sin cache, for prefill and KV-cache decoding
+(chapter 05_cache_and_decoding).
 
 :class:`RotaryEmbedding` holds the only state in ropelab: float32 tables
 cos(m·θ_j) and sin(m·θ_j) for positions 0..capacity-1, built once and grown
@@ -53,8 +54,11 @@ from .scaling import normalize_scaling, scaled_inv_freq
 __all__ = ["RotaryEmbedding", "positions_from_mask", "table_bytes"]
 
 
-def table_bytes(dim: int, n_positions: int, dtype: torch.dtype = torch.float32, *, n_tables: int = 2) -> int:
-    """Bytes of a cos/sin cache: ``n_tables · n_positions · dim · itemsize`` (05_cache_and_decoding, eq. ``cache-bytes``).
+def table_bytes(
+    dim: int, n_positions: int, dtype: torch.dtype = torch.float32, *, n_tables: int = 2
+) -> int:
+    """Bytes of a cos/sin cache: ``n_tables · n_positions · dim · itemsize``
+    (05_cache_and_decoding, eq. ``cache-bytes``).
 
     The classic cache holds two tables (cos and sin), each ``(n_positions, dim)``
     with the angles duplicated across the two halves (eq. ``cache-cat``).
@@ -65,7 +69,8 @@ def table_bytes(dim: int, n_positions: int, dtype: torch.dtype = torch.float32, 
         n_positions: rows per table.
         dtype: element type of the tables.
         n_tables: 2 for cos and sin; 1 for one table (e.g. Meta's complex ``freqs_cis``
-            of ``dim // 2`` complex64 entries is ``table_bytes(dim // 2, n, torch.complex64, n_tables=1)``).
+            of ``dim // 2`` complex64 entries is
+            ``table_bytes(dim // 2, n, torch.complex64, n_tables=1)``).
 
     Returns:
         the size in bytes, an exact int.
@@ -75,7 +80,9 @@ def table_bytes(dim: int, n_positions: int, dtype: torch.dtype = torch.float32, 
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be a non-negative int, got {value!r}")
     if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__} {dtype!r}")
+        raise TypeError(
+            f"dtype must be a torch.dtype, got {type(dtype).__name__} {dtype!r}"
+        )
     return n_tables * n_positions * dim * dtype.itemsize
 
 
@@ -88,7 +95,8 @@ class RotaryEmbedding(nn.Module):
             unless the scaling dict says otherwise) and a q or k with a larger
             head dim passes its remaining channels through (partial rotary).
         base: frequency base b.
-        scaling: a transformers-style rope dict (see :func:`ropelab.scaled_inv_freq`) or None.
+        scaling: a transformers-style rope dict (see :func:`ropelab.scaled_inv_freq`) or
+            None.
         layout: ``"half_split"`` or ``"interleaved"``.
         max_position: initial cache capacity in positions.
 
@@ -113,13 +121,25 @@ class RotaryEmbedding(nn.Module):
         self.base = check_base(base)
         self.layout = check_layout(layout)
         self.scaling = normalize_scaling(scaling)
-        if isinstance(max_position, bool) or not isinstance(max_position, int) or max_position <= 0:
-            raise ValueError(f"max_position must be a positive int, got {max_position!r}")
+        if (
+            isinstance(max_position, bool)
+            or not isinstance(max_position, int)
+            or max_position <= 0
+        ):
+            raise ValueError(
+                f"max_position must be a positive int, got {max_position!r}"
+            )
         self.rope_type: str = self.scaling["rope_type"]
-        self.original_len: int | None = self.scaling.get("original_max_position_embeddings")
-        self._theta_len: int | None = None  # the seq_len θ was computed for (dynamic, longrope)
+        self.original_len: int | None = self.scaling.get(
+            "original_max_position_embeddings"
+        )
+        self._theta_len: int | None = (
+            None  # the seq_len θ was computed for (dynamic, longrope)
+        )
         self._dynamic_seen = self.original_len or 0  # transformers' max_seq_len_cached
-        theta, self.attention_scaling = scaled_inv_freq(self.head_dim, self.base, self.scaling)
+        theta, self.attention_scaling = scaled_inv_freq(
+            self.head_dim, self.base, self.scaling
+        )
         self.dim = 2 * theta.shape[0]  # rotated channels
         self.register_buffer("inv_freq", theta, persistent=False)
         self.register_buffer("cos_cached", torch.empty(0, self.dim), persistent=False)
@@ -139,24 +159,34 @@ class RotaryEmbedding(nn.Module):
         self.inv_freq, self.attention_scaling = theta32.to(device), attention
         # the exact product m·θ32: float64 arithmetic on the float32 frequencies
         self.cos_cached, self.sin_cached = cos_sin(
-            torch.arange(n, device=device), self.inv_freq.double(), layout=self.layout,
-            attention_scaling=attention, dtype=torch.float32,
+            torch.arange(n, device=device),
+            self.inv_freq.double(),
+            layout=self.layout,
+            attention_scaling=attention,
+            dtype=torch.float32,
         )
 
     def _apply(self, fn, recurse=True):  # type: ignore[override]
-        # nn.Module.to/half/bfloat16 would cast the float buffers; move them, keep float32.
+        # nn.Module.to/half/bfloat16 would cast the float buffers;
+        # move them, keep float32.
         super()._apply(fn, recurse)
-        if self.cos_cached.dtype != torch.float32 or self.inv_freq.dtype != torch.float32:
+        if (
+            self.cos_cached.dtype != torch.float32
+            or self.inv_freq.dtype != torch.float32
+        ):
             self._build(self.capacity)
         return self
 
     def _update_theta(self, seq_len: int) -> None:
-        """Recompute θ where the rope type depends on the sequence length, as transformers does."""
+        """Recompute θ where the rope type depends on the sequence length, as
+        transformers does."""
         before = self._theta_len
         if self.rope_type == "dynamic":
             if seq_len > self._dynamic_seen:  # growth beyond any length seen
                 self._theta_len = self._dynamic_seen = seq_len
-            elif seq_len < self.original_len and self._dynamic_seen > self.original_len:  # back to short
+            elif (
+                seq_len < self.original_len and self._dynamic_seen > self.original_len
+            ):  # back to short
                 self._theta_len, self._dynamic_seen = None, self.original_len
         elif self.rope_type == "longrope":
             self._theta_len = seq_len if seq_len > self.original_len else None
@@ -168,7 +198,8 @@ class RotaryEmbedding(nn.Module):
             self._build(1 << (needed - 1).bit_length())
 
     def tables(self, positions: PositionsLike) -> tuple[Tensor, Tensor]:
-        """float32 ``(cos, sin)`` rows for ``positions`` ``(..., seq)`` -> each ``(..., seq, dim)``.
+        """float32 ``(cos, sin)`` rows for ``positions`` ``(..., seq)`` -> each
+        ``(..., seq, dim)``.
 
         Grows the cache if needed and, for ``dynamic`` and ``longrope``,
         updates θ for the sequence length max(positions) + 1.
@@ -180,8 +211,15 @@ class RotaryEmbedding(nn.Module):
             self._grow_to(needed)
         return self.cos_cached[pos], self.sin_cached[pos]
 
-    def forward(self, q: Tensor, k: Tensor, positions: PositionsLike | None = None, offset: int = 0) -> tuple[Tensor, Tensor]:
-        """Rotate q and k by their positions, from the cached tables (05_cache_and_decoding).
+    def forward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        positions: PositionsLike | None = None,
+        offset: int = 0,
+    ) -> tuple[Tensor, Tensor]:
+        """Rotate q and k by their positions, from the cached tables
+        (05_cache_and_decoding).
 
         Args:
             q: ``(..., seq, head_dim)``, e.g. ``(batch, heads, seq, head_dim)``.
@@ -198,26 +236,45 @@ class RotaryEmbedding(nn.Module):
         """
         q, k = check_x(q, "q"), check_x(k, "k")
         if q.shape[-2] != k.shape[-2]:
-            raise ValueError(f"q and k must have the same seq length, got q {tuple(q.shape)} and k {tuple(k.shape)}")
+            raise ValueError(
+                f"q and k must have the same seq length, got q {tuple(q.shape)} and k "
+                f"{tuple(k.shape)}"
+            )
         for name, t in (("q", q), ("k", k)):
             if t.shape[-1] < self.dim:
-                raise ValueError(f"{name} has head dim {t.shape[-1]}, fewer than the {self.dim} rotated channels")
+                raise ValueError(
+                    f"{name} has head dim {t.shape[-1]}, fewer than the {self.dim} "
+                    "rotated channels"
+                )
             if t.device != self.cos_cached.device:
-                raise ValueError(f"{name} is on {t.device} but the module is on {self.cos_cached.device}; call .to({name}.device)")
+                raise ValueError(
+                    f"{name} is on {t.device} but the module is on "
+                    f"{self.cos_cached.device}; call .to({name}.device)"
+                )
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative int, got {offset!r}")
         seq = q.shape[-2]
         pos = torch.arange(seq) if positions is None else as_positions(positions)
         if pos.ndim not in (1, 2) or pos.shape[-1] != seq:
-            raise ValueError(f"positions must have shape (seq,) or (batch, seq) with seq={seq}, got {tuple(pos.shape)}")
+            raise ValueError(
+                f"positions must have shape (seq,) or (batch, seq) with seq={seq}, got "
+                f"{tuple(pos.shape)}"
+            )
         if pos.ndim == 2:
-            if q.ndim < 3 or pos.shape[0] not in (1, q.shape[0]) or k.shape[0] != q.shape[0]:
+            if (
+                q.ndim < 3
+                or pos.shape[0] not in (1, q.shape[0])
+                or k.shape[0] != q.shape[0]
+            ):
                 raise ValueError(
-                    f"per-row positions of shape {tuple(pos.shape)} need q and k of shape (batch, ..., seq, dim) "
-                    f"with the same batch, got q {tuple(q.shape)} and k {tuple(k.shape)}"
+                    f"per-row positions of shape {tuple(pos.shape)} need q and k of "
+                    "shape (batch, ..., seq, dim) with the same batch, got q "
+                    f"{tuple(q.shape)} and k {tuple(k.shape)}"
                 )
         cos, sin = self.tables(pos + offset)
-        if pos.ndim == 2:  # (batch, seq, dim) -> (batch, 1, ..., seq, dim): broadcast over heads
+        if (
+            pos.ndim == 2
+        ):  # (batch, seq, dim) -> (batch, 1, ..., seq, dim): broadcast over heads
             shape = (cos.shape[0],) + (1,) * (q.ndim - 3) + cos.shape[1:]
             cos, sin = cos.reshape(shape), sin.reshape(shape)
         q_out = apply_rotary(q, cos, sin, layout=self.layout, rotary_dim=self.dim)
@@ -225,5 +282,7 @@ class RotaryEmbedding(nn.Module):
         return q_out, k_out
 
     def extra_repr(self) -> str:
-        return (f"dim={self.dim}, base={self.base:g}, layout={self.layout!r}, rope_type={self.rope_type!r}, "
-                f"capacity={self.capacity}")
+        return (
+            f"dim={self.dim}, base={self.base:g}, layout={self.layout!r}, "
+            f"rope_type={self.rope_type!r}, capacity={self.capacity}"
+        )

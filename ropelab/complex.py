@@ -1,4 +1,5 @@
-"""RoPE in Euler form: each channel pair as one complex number (chapter 02_complex_rotation).
+"""RoPE in Euler form: each channel pair as one complex number (chapter
+02_complex_rotation).
 
 Pair (x_{2j}, x_{2j+1}) is read as z_j = x_{2j} + i·x_{2j+1} and rotated by
 multiplying with e^{i m θ_j} (02_complex_rotation, eq. ``euler``). This is the
@@ -20,11 +21,18 @@ from ._checks import (
 )
 from .frequencies import angles
 
-__all__ = ["apply_rotary_complex", "as_complex_pairs", "from_complex_pairs", "pair_products", "relative_score"]
+__all__ = [
+    "apply_rotary_complex",
+    "as_complex_pairs",
+    "from_complex_pairs",
+    "pair_products",
+    "relative_score",
+]
 
 
 def as_complex_pairs(x: Tensor) -> Tensor:
-    """View interleaved pairs as complex numbers: ``(..., dim)`` real -> ``(..., dim // 2)`` complex.
+    """View interleaved pairs as complex numbers: ``(..., dim)`` real ->
+    ``(..., dim // 2)`` complex.
 
     ``x`` is promoted to float32 first when narrower (torch has no bfloat16
     complex type); float64 stays float64 (complex128).
@@ -34,12 +42,16 @@ def as_complex_pairs(x: Tensor) -> Tensor:
 
 
 def from_complex_pairs(z: Tensor) -> Tensor:
-    """Inverse of :func:`as_complex_pairs`: ``(..., dim // 2)`` complex -> ``(..., dim)`` real."""
+    """Inverse of :func:`as_complex_pairs`: ``(..., dim // 2)`` complex ->
+    ``(..., dim)`` real."""
     return torch.view_as_real(z).flatten(-2)
 
 
-def apply_rotary_complex(x: Tensor, positions: PositionsLike, inv_freq: Tensor) -> Tensor:
-    """Rotate interleaved pairs by complex multiplication: z_j · e^{i m θ_j} (02_complex_rotation, eq. ``euler``).
+def apply_rotary_complex(
+    x: Tensor, positions: PositionsLike, inv_freq: Tensor
+) -> Tensor:
+    """Rotate interleaved pairs by complex multiplication: z_j · e^{i m θ_j}
+    (02_complex_rotation, eq. ``euler``).
 
     The unit phasors e^{i m θ_j} are ``torch.polar(1, m·θ_j)`` with angles from
     :func:`ropelab.angles` (float32 or wider). The product is taken in
@@ -48,7 +60,8 @@ def apply_rotary_complex(x: Tensor, positions: PositionsLike, inv_freq: Tensor) 
 
     Args:
         x: ``(..., seq, dim)`` in the interleaved layout.
-        positions: integer positions ``(..., seq)`` broadcastable against ``x.shape[:-1]``.
+        positions: integer positions ``(..., seq)`` broadcastable against
+            ``x.shape[:-1]``.
         inv_freq: ``(dim // 2,)``.
 
     Returns:
@@ -63,7 +76,10 @@ def apply_rotary_complex(x: Tensor, positions: PositionsLike, inv_freq: Tensor) 
         )
     a = angles(positions, inv_freq.to(x.device))
     if a.shape[-2] != x.shape[-2]:
-        raise ValueError(f"positions give {a.shape[-2]} positions but x has seq {x.shape[-2]} (shape {tuple(x.shape)})")
+        raise ValueError(
+            f"positions give {a.shape[-2]} positions but x has seq {x.shape[-2]} "
+            f"(shape {tuple(x.shape)})"
+        )
     wide = x.dtype == torch.float64 and a.dtype == torch.float64
     phasor = torch.polar(torch.ones_like(a), a)
     z = as_complex_pairs(x.double() if wide else x.float())
@@ -73,7 +89,8 @@ def apply_rotary_complex(x: Tensor, positions: PositionsLike, inv_freq: Tensor) 
 
 
 def pair_products(q: Tensor, k: Tensor, *, layout: str = "half_split") -> Tensor:
-    """h_j = q_j · conj(k_j) for every channel pair j (02_complex_rotation, eq. ``cplx-head``; 06_attention_and_decay, eq. ``attn-complex-score``).
+    """h_j = q_j · conj(k_j) for every channel pair j (02_complex_rotation, eq.
+    ``cplx-head``; 06_attention_and_decay, eq. ``attn-complex-score``).
 
     Pair j is read as the complex number q_j = q_{2j} + i·q_{2j+1}
     (``"interleaved"``) or q_j = q_j + i·q_{j+d/2} (``"half_split"``), the
@@ -85,22 +102,34 @@ def pair_products(q: Tensor, k: Tensor, *, layout: str = "half_split") -> Tensor
         layout: ``"half_split"`` or ``"interleaved"``.
 
     Returns:
-        Complex tensor ``(..., dim // 2)``: complex128 when both are float64, else complex64.
+        Complex tensor ``(..., dim // 2)``: complex128 when both are float64, else
+        complex64.
     """
     layout = check_layout(layout)
     for name, t in (("q", q), ("k", k)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if not t.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+            raise TypeError(
+                f"{name} must be a floating-point tensor, got dtype {t.dtype}"
+            )
         if t.ndim < 1 or t.shape[-1] == 0 or t.shape[-1] % 2:
-            raise ValueError(f"{name}'s last axis (dim) must be even and non-empty, got shape {tuple(t.shape)}")
+            raise ValueError(
+                f"{name}'s last axis (dim) must be even and non-empty, got shape "
+                f"{tuple(t.shape)}"
+            )
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must have the same dim (last axis), got q {tuple(q.shape)} and k {tuple(k.shape)}")
+        raise ValueError(
+            f"q and k must have the same dim (last axis), got q {tuple(q.shape)} and k "
+            f"{tuple(k.shape)}"
+        )
     try:
         torch.broadcast_shapes(q.shape[:-1], k.shape[:-1])
     except RuntimeError:
-        raise ValueError(f"q of shape {tuple(q.shape)} and k of shape {tuple(k.shape)} do not broadcast") from None
+        raise ValueError(
+            f"q of shape {tuple(q.shape)} and k of shape {tuple(k.shape)} do not "
+            "broadcast"
+        ) from None
     work = torch.float64 if q.dtype == k.dtype == torch.float64 else torch.float32
 
     def as_complex(x: Tensor) -> Tensor:
@@ -115,9 +144,15 @@ def pair_products(q: Tensor, k: Tensor, *, layout: str = "half_split") -> Tensor
 
 
 def relative_score(
-    q: Tensor, k: Tensor, distances: PositionsLike, inv_freq: Tensor, *, layout: str = "interleaved"
+    q: Tensor,
+    k: Tensor,
+    distances: PositionsLike,
+    inv_freq: Tensor,
+    *,
+    layout: str = "interleaved",
 ) -> Tensor:
-    """RoPE's score of a head as a function of the distance m − n alone (02_complex_rotation, eqs. ``relative``, ``cplx-head``).
+    """RoPE's score of a head as a function of the distance m − n alone
+    (02_complex_rotation, eqs. ``relative``, ``cplx-head``).
 
     Computes Re Σ_j h_j · e^{i (m−n) θ_j} with h_j = q_j · conj(k_j)
     (:func:`pair_products`). By eq. ``relative`` this equals the real dot
@@ -130,9 +165,11 @@ def relative_score(
 
     Args:
         q, k: ``(..., dim)``, one dtype, leading axes broadcastable.
-        distances: integer distances m − n (may be negative), an int or any shape ``D``.
+        distances: integer distances m − n (may be negative), an int or any shape
+            ``D``.
         inv_freq: ``(dim // 2,)``.
-        layout: the pairing of q's and k's channels (default: interleaved, the Euler form).
+        layout: the pairing of q's and k's channels (default: interleaved, the Euler
+            form).
 
     Returns:
         Tensor ``broadcast(q.shape[:-1], k.shape[:-1]) + D``, float64 when
@@ -142,10 +179,13 @@ def relative_score(
     k = check_float_tensor(k, "k")
     inv_freq = check_inv_freq(inv_freq)
     if q.dtype != k.dtype:
-        raise TypeError(f"q and k must have the same dtype, got {q.dtype} and {k.dtype}")
+        raise TypeError(
+            f"q and k must have the same dtype, got {q.dtype} and {k.dtype}"
+        )
     if q.ndim < 1 or q.shape[-1] != 2 * inv_freq.shape[0]:
         raise ValueError(
-            f"q must have shape (..., dim) with dim = 2 * len(inv_freq) = {2 * inv_freq.shape[0]}, got {tuple(q.shape)}"
+            "q must have shape (..., dim) with dim = 2 * len(inv_freq) = "
+            f"{2 * inv_freq.shape[0]}, got {tuple(q.shape)}"
         )
     h = pair_products(q, k, layout=layout)  # (*lead, dim//2)
     wide = h.dtype == torch.complex128 and inv_freq.dtype == torch.float64
@@ -154,9 +194,11 @@ def relative_score(
     dist = as_positions(distances, h.device, name="distances", nonnegative=False)
     theta = inv_freq.to(device=h.device, dtype=torch.float64 if wide else torch.float32)
     # (m − n)·θ_j: ropelab.angles would refuse a negative distance
-    phasor = torch.polar(torch.ones((), dtype=theta.dtype, device=h.device), dist.to(theta.dtype).unsqueeze(-1) * theta)
-    # Σ_j h_j e^{iδθ_j} for every δ at once: (*lead, d/2) @ (d/2, |D|), no (*lead, *D, d/2) temporary
+    phasor = torch.polar(
+        torch.ones((), dtype=theta.dtype, device=h.device),
+        dist.to(theta.dtype).unsqueeze(-1) * theta,
+    )
+    # Σ_j h_j e^{iδθ_j} for every δ at once: (*lead, d/2) @ (d/2, |D|), no
+    # (*lead, *D, d/2) temporary
     score = h @ phasor.reshape(-1, h.shape[-1]).transpose(0, 1)
     return score.real.reshape(h.shape[:-1] + dist.shape)
-
-

@@ -18,7 +18,8 @@ ENV_VAR = "ROPELAB_DEVICE"
 
 
 def default_device() -> torch.device:
-    """The device to use: ``$ROPELAB_DEVICE`` if set, else ``cuda`` if available, else ``cpu``.
+    """The device to use: ``$ROPELAB_DEVICE`` if set, else ``cuda`` if available, else
+    ``cpu``.
 
     Raises:
         ValueError: ``ROPELAB_DEVICE`` is not a device string torch understands,
@@ -29,8 +30,13 @@ def default_device() -> torch.device:
         try:
             device = torch.device(wanted)
         except RuntimeError as err:
-            raise ValueError(f"{ENV_VAR}={wanted!r} is not a torch device string ({err})") from None
+            raise ValueError(
+                f"{ENV_VAR}={wanted!r} is not a torch device string ({err})"
+            ) from None
         if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"{ENV_VAR}={wanted!r} asks for CUDA, but torch.cuda.is_available() is False")
+            raise ValueError(
+                f"{ENV_VAR}={wanted!r} asks for CUDA, but torch.cuda.is_available() is "
+                "False"
+            )
         return device
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -17,8 +17,11 @@ from ._checks import PositionsLike, as_positions, check_base, check_dim, check_i
 __all__ = ["inv_freq", "base_powers", "wavelengths", "angles", "full_turn_pairs"]
 
 
-def inv_freq(dim: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> Tensor:
-    """The rotation frequencies θ_j = base^(-2j/d), j = 0..d/2-1 (01_frequencies, eq. ``theta``).
+def inv_freq(
+    dim: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32
+) -> Tensor:
+    """The rotation frequencies θ_j = base^(-2j/d), j = 0..d/2-1
+    (01_frequencies, eq. ``theta``).
 
     Computed in ``dtype`` with the same operations as Meta's and transformers'
     code, ``1 / base ** (arange(0, d, 2) / d)``, so the float32 result is
@@ -53,7 +56,8 @@ def base_powers(dim: int, base: float, *, dtype: torch.dtype = torch.float32) ->
 
 
 def wavelengths(dim: int, base: float = 10000.0) -> Tensor:
-    """Wavelengths λ_j = 2π/θ_j in tokens, in float64 (01_frequencies, eq. ``wavelength``).
+    """Wavelengths λ_j = 2π/θ_j in tokens, in float64 (01_frequencies, eq.
+    ``wavelength``).
 
     Pair j returns to its starting angle every λ_j positions; λ_0 = 2π and
     λ_{d/2-1} = 2π·base^((d-2)/d).
@@ -69,7 +73,8 @@ def wavelengths(dim: int, base: float = 10000.0) -> Tensor:
 
 
 def angles(positions: PositionsLike, inv_freq: Tensor) -> Tensor:
-    """The rotation angles m·θ_j for each position m and pair j (01_frequencies, eq. ``angles``).
+    """The rotation angles m·θ_j for each position m and pair j
+    (01_frequencies, eq. ``angles``).
 
     The outer product of positions and frequencies. It is computed in the
     dtype of ``inv_freq`` (float32 or float64), never narrower: positions are
@@ -89,7 +94,8 @@ def angles(positions: PositionsLike, inv_freq: Tensor) -> Tensor:
 
 
 def full_turn_pairs(dim: int, base: float, context_len: float) -> int:
-    """How many pairs complete a full turn within ``context_len`` tokens (01_frequencies, eq. ``freq-fullturn``).
+    """How many pairs complete a full turn within ``context_len`` tokens
+    (01_frequencies, eq. ``freq-fullturn``).
 
     Counts the pairs j with λ_j ≤ L, where λ_j = 2π·base^(2j/d) (eq.
     ``wavelength``). Since λ_j grows with j, these are the pairs
@@ -111,13 +117,19 @@ def full_turn_pairs(dim: int, base: float, context_len: float) -> int:
     dim = check_dim(dim)
     base = check_base(base)
     if isinstance(context_len, bool) or not isinstance(context_len, (int, float)):
-        raise TypeError(f"context_len must be a number, got {type(context_len).__name__} {context_len!r}")
+        raise TypeError(
+            f"context_len must be a number, got {type(context_len).__name__} "
+            f"{context_len!r}"
+        )
     if not context_len >= 0 or context_len == float("inf"):
         raise ValueError(f"context_len must be a finite number >= 0, got {context_len}")
     half = dim // 2
     if context_len < 2 * math.pi:
         return 0
-    n = min(half, math.floor(half * math.log(context_len / (2 * math.pi)) / math.log(base)) + 1)
+    n = min(
+        half,
+        math.floor(half * math.log(context_len / (2 * math.pi)) / math.log(base)) + 1,
+    )
     lam = wavelengths(dim, base).tolist()
     while n < half and lam[n] <= context_len:
         n += 1

@@ -31,8 +31,11 @@ __all__ = [
 STORAGE_FORMS = ("dense", "cos_sin", "angles")
 
 
-def rotation_matrix(position: int | Tensor, inv_freq: Tensor, *, layout: str = "interleaved") -> Tensor:
-    """The dense orthogonal R_{Θ,m} with ``R @ x[m] == apply_rotary`` at position m (04_rotation_matrix, eq. ``rmatrix``).
+def rotation_matrix(
+    position: int | Tensor, inv_freq: Tensor, *, layout: str = "interleaved"
+) -> Tensor:
+    """The dense orthogonal R_{Θ,m} with ``R @ x[m] == apply_rotary`` at position m
+    (04_rotation_matrix, eq. ``rmatrix``).
 
     Args:
         position: one integer position m (an int or a 0-d integer tensor).
@@ -45,11 +48,20 @@ def rotation_matrix(position: int | Tensor, inv_freq: Tensor, *, layout: str = "
     inv_freq = check_inv_freq(inv_freq)
     layout = check_layout(layout)
     if isinstance(position, torch.Tensor):
-        if position.ndim != 0 or position.is_floating_point() or position.dtype == torch.bool:
-            raise TypeError(f"position must be one integer, got a tensor of shape {tuple(position.shape)} and dtype {position.dtype}")
+        if (
+            position.ndim != 0
+            or position.is_floating_point()
+            or position.dtype == torch.bool
+        ):
+            raise TypeError(
+                "position must be one integer, got a tensor of shape "
+                f"{tuple(position.shape)} and dtype {position.dtype}"
+            )
         position = int(position)
     if isinstance(position, bool) or not isinstance(position, int):
-        raise TypeError(f"position must be an int, got {type(position).__name__} {position!r}")
+        raise TypeError(
+            f"position must be an int, got {type(position).__name__} {position!r}"
+        )
     if position < 0:
         raise ValueError(f"position must be >= 0, got {position}")
     half = inv_freq.shape[0]
@@ -69,7 +81,8 @@ def rotation_matrix(position: int | Tensor, inv_freq: Tensor, *, layout: str = "
 
 
 def matmul_flops(dim: int) -> int:
-    """Floating-point operations of the dense product R @ x for one vector: d(2d − 1) (04_rotation_matrix, eq. ``rmat-flops``).
+    """Floating-point operations of the dense product R @ x for one vector: d(2d − 1)
+    (04_rotation_matrix, eq. ``rmat-flops``).
 
     What is counted: each of the d outputs is a sum of d products, so d
     multiplications and d − 1 additions per output; d² multiplications and
@@ -91,7 +104,8 @@ def matmul_flops(dim: int) -> int:
 
 
 def elementwise_flops(dim: int) -> int:
-    """Floating-point operations of x ⊙ cos + rot(x) ⊙ sin for one vector: 3d (04_rotation_matrix, eq. ``rmat-flops``).
+    """Floating-point operations of x ⊙ cos + rot(x) ⊙ sin for one vector: 3d
+    (04_rotation_matrix, eq. ``rmat-flops``).
 
     What is counted: 2d multiplications (x ⊙ cos and rot(x) ⊙ sin) and d
     additions. This is also exactly the cost of the sparse product R @ x that
@@ -114,7 +128,8 @@ def elementwise_flops(dim: int) -> int:
 
 
 def floats_per_position(dim: int, form: str = "dense") -> int:
-    """How many numbers one position's rotation is stored as (04_rotation_matrix, eq. ``rmat-memory``).
+    """How many numbers one position's rotation is stored as (04_rotation_matrix, eq.
+    ``rmat-memory``).
 
     * ``"dense"``: the matrix R_{Θ,m}, d² floats.
     * ``"cos_sin"``: the two tables cos and sin laid out channel by channel, as
@@ -135,12 +150,18 @@ def floats_per_position(dim: int, form: str = "dense") -> int:
 
 
 # Arithmetic torch ops and the number of operations each executes per output element.
-_ELEMENTWISE = {"mul": "multiplications", "add": "additions", "sub": "additions", "neg": "negations"}
+_ELEMENTWISE = {
+    "mul": "multiplications",
+    "add": "additions",
+    "sub": "additions",
+    "neg": "negations",
+}
 _PRODUCTS = {"mm", "bmm", "mv", "dot", "matmul", "addmm", "baddbmm"}
 
 
 def count_arithmetic(fn) -> dict[str, int]:
-    """Run ``fn()`` and count the arithmetic torch executes (04_rotation_matrix, eq. ``rmat-flops``).
+    """Run ``fn()`` and count the arithmetic torch executes (04_rotation_matrix, eq.
+    ``rmat-flops``).
 
     An independent check of ``matmul_flops`` and ``elementwise_flops``: a
     ``TorchDispatchMode`` sees every operation torch dispatches, after
@@ -166,7 +187,11 @@ def count_arithmetic(fn) -> dict[str, int]:
             if name in _ELEMENTWISE and isinstance(result, Tensor):
                 counts[_ELEMENTWISE[name]] += result.numel()
             elif name in _PRODUCTS:
-                a, b = (args[1], args[2]) if name in ("addmm", "baddbmm") else (args[0], args[1])
+                a, b = (
+                    (args[1], args[2])
+                    if name in ("addmm", "baddbmm")
+                    else (args[0], args[1])
+                )
                 inner = a.shape[-1]
                 counts["multiply-adds"] += result.numel() * inner
             return result

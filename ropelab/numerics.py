@@ -51,7 +51,8 @@ SIGNIFICAND_BITS: dict[torch.dtype, int] = {
 
 
 def significand_bits(dtype: torch.dtype) -> int:
-    """The number p of significand bits of ``dtype`` (implicit bit included): 8, 11, 24 or 53.
+    """The number p of significand bits of ``dtype`` (implicit bit included): 8, 11, 24
+    or 53.
 
     Every integer of magnitude ≤ 2^p is representable in the format; 2^p + 1
     is the first that is not.
@@ -65,22 +66,29 @@ def significand_bits(dtype: torch.dtype) -> int:
 
 
 def unit_roundoff(dtype: torch.dtype) -> float:
-    """u = 2^-p, the largest relative error of one rounding to nearest in ``dtype`` (08_numerics, eq. ``num-bound``)."""
+    """u = 2^-p, the largest relative error of one rounding to nearest in ``dtype``
+    (08_numerics, eq. ``num-bound``)."""
     return 2.0 ** -significand_bits(dtype)
 
 
 def log_positions(n: int = 200, max_position: int = 1_000_000) -> Tensor:
-    """About ``n`` log-spaced integer positions from 1 to ``max_position``, without repeats.
+    """About ``n`` log-spaced integer positions from 1 to ``max_position``, without
+    repeats.
 
     ``round(logspace(0, log10(max_position), n))`` with duplicates removed (the
     small positions repeat after rounding), so there are at most ``n``.
 
     Returns:
-        int64 tensor ``(≤ n,)``, increasing, starting at 1 and ending at ``max_position``.
+        int64 tensor ``(≤ n,)``, increasing, starting at 1 and ending at
+        ``max_position``.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise ValueError(f"n must be an int >= 2, got {n!r}")
-    if isinstance(max_position, bool) or not isinstance(max_position, int) or max_position < 1:
+    if (
+        isinstance(max_position, bool)
+        or not isinstance(max_position, int)
+        or max_position < 1
+    ):
         raise ValueError(f"max_position must be a positive int, got {max_position!r}")
     grid = torch.logspace(0.0, math.log10(max_position), n, dtype=F64).round().long()
     grid[-1] = max_position
@@ -88,7 +96,8 @@ def log_positions(n: int = 200, max_position: int = 1_000_000) -> Tensor:
 
 
 def angles_in(positions: Tensor, inv_freq: Tensor, dtype: torch.dtype) -> Tensor:
-    """The angles m·θ_j computed entirely in ``dtype``: fl(fl(m)·fl(θ_j)) (08_numerics, eq. ``num-anglebound``).
+    """The angles m·θ_j computed entirely in ``dtype``: fl(fl(m)·fl(θ_j))
+    (08_numerics, eq. ``num-anglebound``).
 
     Positions and frequencies are cast to ``dtype`` (each cast rounds once)
     and multiplied there (the product rounds once more). This is what a model
@@ -104,16 +113,25 @@ def angles_in(positions: Tensor, inv_freq: Tensor, dtype: torch.dtype) -> Tensor
         Tensor ``(..., seq, dim // 2)`` in ``dtype``.
     """
     if not isinstance(positions, Tensor):
-        raise TypeError(f"positions must be a torch.Tensor, got {type(positions).__name__}")
+        raise TypeError(
+            f"positions must be a torch.Tensor, got {type(positions).__name__}"
+        )
     inv_freq = check_float_tensor(inv_freq, "inv_freq")
     if inv_freq.ndim != 1:
-        raise ValueError(f"inv_freq must be 1-D (dim//2,), got shape {tuple(inv_freq.shape)}")
+        raise ValueError(
+            f"inv_freq must be 1-D (dim//2,), got shape {tuple(inv_freq.shape)}"
+        )
     significand_bits(dtype)
     return positions.to(dtype).unsqueeze(-1) * inv_freq.to(dtype)
 
 
 def exact_cos_sin(
-    positions: Tensor, dim: int, base: float, *, inv_freq: Tensor | None = None, digits: int = 40
+    positions: Tensor,
+    dim: int,
+    base: float,
+    *,
+    inv_freq: Tensor | None = None,
+    digits: int = 40,
 ) -> tuple[Tensor, Tensor]:
     """cos and sin of the exact angles m·θ_j, rounded once to float64 (08_numerics).
 
@@ -139,7 +157,8 @@ def exact_cos_sin(
 
 
 def _exact(positions, dim, base, inv_freq, digits, *, with_sin):  # noqa: ANN001, ANN202
-    """Compute :func:`exact_cos_sin`; with ``with_sin=False`` the sine is skipped (returned as None)."""
+    """Compute :func:`exact_cos_sin`; with ``with_sin=False`` the sine is skipped
+    (returned as None)."""
     import mpmath
 
     positions = _check_positions(positions)
@@ -147,11 +166,15 @@ def _exact(positions, dim, base, inv_freq, digits, *, with_sin):  # noqa: ANN001
     if inv_freq is not None:
         inv_freq = check_float_tensor(inv_freq, "inv_freq")
         if inv_freq.shape != (dim // 2,):
-            raise ValueError(f"inv_freq must have shape ({dim // 2},), got {tuple(inv_freq.shape)}")
+            raise ValueError(
+                f"inv_freq must have shape ({dim // 2},), got {tuple(inv_freq.shape)}"
+            )
     ctx = mpmath.mp.clone()
     ctx.dps = digits
     if inv_freq is None:
-        thetas = [ctx.power(ctx.mpf(base), ctx.mpf(-2 * j) / dim) for j in range(dim // 2)]
+        thetas = [
+            ctx.power(ctx.mpf(base), ctx.mpf(-2 * j) / dim) for j in range(dim // 2)
+        ]
     else:  # a binary float converts to mpf exactly
         thetas = [ctx.mpf(t) for t in inv_freq.double().cpu().tolist()]
     cos_rows, sin_rows = [], []
@@ -172,8 +195,15 @@ def _reference(positions: Tensor, dim: int, base: float) -> tuple[Tensor, Tensor
 
 def _check_positions(positions: object) -> Tensor:
     if not isinstance(positions, Tensor) or positions.ndim != 1:
-        raise ValueError(f"positions must be a 1-D tensor, got {getattr(positions, 'shape', type(positions).__name__)}")
-    if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
+        raise ValueError(
+            "positions must be a 1-D tensor, got "
+            f"{getattr(positions, 'shape', type(positions).__name__)}"
+        )
+    if (
+        positions.is_floating_point()
+        or positions.is_complex()
+        or positions.dtype == torch.bool
+    ):
         raise TypeError(f"positions must have an integer dtype, got {positions.dtype}")
     if positions.numel() and bool((positions < 0).any()):
         raise ValueError("positions must be >= 0")
@@ -189,13 +219,14 @@ def cos_error(
     cos_dtype: torch.dtype = F64,
     exact: bool = False,
 ) -> Tensor:
-    """``max_j |cos(ã_j) − cos(m·θ_j)|`` for each position m, ã in ``angle_dtype`` (08_numerics).
+    """``max_j |cos(ã_j) − cos(m·θ_j)|`` for each position m, ã in ``angle_dtype``
+    (08_numerics).
 
     θ_j is computed in float64 and cast to ``angle_dtype``, the positions are
-    cast to ``angle_dtype`` and the product is taken there (:func:`ropelab.numerics.angles_in`).
-    The cosine of that angle is taken in float64 and rounded to
-    ``cos_dtype``. With ``cos_dtype=torch.float64`` (the default) the result
-    is the angle's representation error seen through cos; with
+    cast to ``angle_dtype`` and the product is taken there
+    (:func:`ropelab.numerics.angles_in`). The cosine of that angle is taken in float64
+    and rounded to ``cos_dtype``. With ``cos_dtype=torch.float64`` (the default) the
+    result is the angle's representation error seen through cos; with
     ``cos_dtype=angle_dtype`` the cosine is rounded to the narrow dtype too,
     as a model's would be. That models a correctly rounded cosine in
     ``cos_dtype``, so the numbers do not depend on the machine's cos
@@ -223,15 +254,24 @@ def cos_error(
     theta, reference = _reference(positions, dim, base)
     a = angles_in(positions, theta, angle_dtype)
     c = a.to(F64).cos().to(cos_dtype)
-    ref_cos = (_exact(positions, dim, base, None, 40, with_sin=False)[0].to(positions.device)
-               if exact else reference.cos())
+    ref_cos = (
+        _exact(positions, dim, base, None, 40, with_sin=False)[0].to(positions.device)
+        if exact
+        else reference.cos()
+    )
     return (c.to(F64) - ref_cos).abs().amax(-1)
 
 
 def cos_error_bound(
-    positions: Tensor, dim: int, base: float, angle_dtype: torch.dtype, *, cos_dtype: torch.dtype = F64
+    positions: Tensor,
+    dim: int,
+    base: float,
+    angle_dtype: torch.dtype,
+    *,
+    cos_dtype: torch.dtype = F64,
 ) -> Tensor:
-    """The bound on :func:`cos_error`: min(2, γ₃·m·max_j θ_j) + u_cos (08_numerics, eq. ``num-cosbound``).
+    """The bound on :func:`cos_error`: min(2, γ₃·m·max_j θ_j) + u_cos
+    (08_numerics, eq. ``num-cosbound``).
 
     γ₃ = (1 + u)^3 − 1 for u = 2^-p of ``angle_dtype`` covers the three
     roundings of fl(fl(m)·fl(θ_j)) (eq. ``num-anglebound``); cos is
@@ -249,10 +289,14 @@ def cos_error_bound(
     positions = _check_positions(positions)
     dim, base = check_dim(dim), check_base(base)
     u = unit_roundoff(angle_dtype)
-    gamma3 = 3 * u + 3 * u * u + u**3  # (1 + u)^3 - 1, written so that it does not round to 0 for u = 2^-53
+    gamma3 = (
+        3 * u + 3 * u * u + u**3
+    )  # (1 + u)^3 - 1, written so that it does not round to 0 for u = 2^-53
     theta_max = float(frequencies.inv_freq(dim, base, dtype=F64).max())
     m = positions.to(F64)
-    bound = (gamma3 * m * theta_max).clamp(max=2.0) + unit_roundoff(cos_dtype) + 2.0**-52
+    bound = (
+        (gamma3 * m * theta_max).clamp(max=2.0) + unit_roundoff(cos_dtype) + 2.0**-52
+    )
     overflow = torch.isinf(positions.to(angle_dtype).to(F64))
     return bound.masked_fill(overflow, math.nan)
 
@@ -266,7 +310,8 @@ def attention_logits(
     *,
     cos_dtype: torch.dtype = F64,
 ) -> Tensor:
-    """Scores q_m·k_n/√d after half-split RoPE whose angles were computed in ``angle_dtype`` (08_numerics).
+    """Scores q_m·k_n/√d after half-split RoPE whose angles were computed in
+    ``angle_dtype`` (08_numerics).
 
     The angles are :func:`angles_in` ``(positions, inv_freq, angle_dtype)``;
     cos and sin are taken in ``cos_dtype``; everything after that (the
@@ -286,12 +331,21 @@ def attention_logits(
     """
     q, k = check_float_tensor(q, "q"), check_float_tensor(k, "k")
     if q.ndim < 2 or q.shape != k.shape:
-        raise ValueError(f"q and k must have one shape (..., seq, dim), got {tuple(q.shape)} and {tuple(k.shape)}")
+        raise ValueError(
+            f"q and k must have one shape (..., seq, dim), got {tuple(q.shape)} and "
+            f"{tuple(k.shape)}"
+        )
     seq, dim = q.shape[-2:]
     if not isinstance(positions, Tensor) or positions.shape != (seq,):
-        raise ValueError(f"positions must be a tensor of shape ({seq},), got {getattr(positions, 'shape', positions)}")
+        raise ValueError(
+            f"positions must be a tensor of shape ({seq},), got "
+            f"{getattr(positions, 'shape', positions)}"
+        )
     if inv_freq.shape != (dim // 2,):
-        raise ValueError(f"inv_freq must have shape ({dim // 2},) for head dim {dim}, got {tuple(inv_freq.shape)}")
+        raise ValueError(
+            f"inv_freq must have shape ({dim // 2},) for head dim {dim}, got "
+            f"{tuple(inv_freq.shape)}"
+        )
     significand_bits(cos_dtype)
     a = angles_in(positions, inv_freq, angle_dtype).to(cos_dtype)
     a = torch.cat((a, a), dim=-1)
@@ -302,7 +356,8 @@ def attention_logits(
 
 
 def attention_errors(logits: Tensor, reference: Tensor) -> tuple[float, float]:
-    """(max |Δ logit|, max total-variation distance of the softmax rows) against ``reference`` (08_numerics, eq. ``num-tv``).
+    """(max |Δ logit|, max total-variation distance of the softmax rows) against
+    ``reference`` (08_numerics, eq. ``num-tv``).
 
     The total-variation distance of two attention rows p and p' is
     ½·Σ_n |p_n − p'_n|, between 0 (identical) and 1 (disjoint): the largest
@@ -313,10 +368,15 @@ def attention_errors(logits: Tensor, reference: Tensor) -> tuple[float, float]:
         logits, reference: score tensors ``(..., seq_q, seq_k)`` of one shape.
     """
     if logits.shape != reference.shape:
-        raise ValueError(f"logits and reference must have one shape, got {tuple(logits.shape)} and {tuple(reference.shape)}")
+        raise ValueError(
+            f"logits and reference must have one shape, got {tuple(logits.shape)} and "
+            f"{tuple(reference.shape)}"
+        )
     a, b = logits.to(F64), reference.to(F64)
     if a.numel() == 0:
         return 0.0, 0.0
     tv = 0.5 * (a.softmax(-1) - b.softmax(-1)).abs().sum(-1)
     nan = bool(torch.isnan(a).any())
-    return (math.nan, math.nan) if nan else (float((a - b).abs().max()), float(tv.max()))
+    return (
+        (math.nan, math.nan) if nan else (float((a - b).abs().max()), float(tv.max()))
+    )

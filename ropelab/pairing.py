@@ -29,7 +29,8 @@ __all__ = [
 
 
 def half_split_permutation(dim: int) -> Tensor:
-    """Indices ``perm`` with ``to_half_split(x) == x[..., perm]``: [0, 2, ..., d-2, 1, 3, ..., d-1].
+    """Indices ``perm`` with ``to_half_split(x) == x[..., perm]``:
+    [0, 2, ..., d-2, 1, 3, ..., d-1].
 
     Returns:
         int64 tensor ``(dim,)``; its inverse is ``perm.argsort()``.
@@ -42,11 +43,14 @@ def _check_last_even(x: Tensor, name: str) -> None:
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.ndim < 1 or x.shape[-1] == 0 or x.shape[-1] % 2:
-        raise ValueError(f"{name}'s last axis must be even and non-empty, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name}'s last axis must be even and non-empty, got shape {tuple(x.shape)}"
+        )
 
 
 def to_half_split(x: Tensor) -> Tensor:
-    """Reorder the last axis from interleaved pairs to half-split pairs (03_pairing, eq. ``permutation``).
+    """Reorder the last axis from interleaved pairs to half-split pairs
+    (03_pairing, eq. ``permutation``).
 
     ``(x0, x1, x2, x3, ...)`` -> ``(x0, x2, ..., x1, x3, ...)``: the first
     member of every pair goes to the first half, the second to the second.
@@ -58,7 +62,8 @@ def to_half_split(x: Tensor) -> Tensor:
 
 
 def to_interleaved(x: Tensor) -> Tensor:
-    """Inverse of :func:`to_half_split`: ``(a0..a_{h-1}, b0..b_{h-1})`` -> ``(a0, b0, a1, b1, ...)``.
+    """Inverse of :func:`to_half_split`: ``(a0..a_{h-1}, b0..b_{h-1})`` ->
+    ``(a0, b0, a1, b1, ...)``.
 
     Shapes: ``(..., dim)`` -> ``(..., dim)``.
     """
@@ -71,12 +76,16 @@ def _check_weight(weight: Tensor, n_heads: int, bias: bool) -> int:
     if not isinstance(weight, Tensor):
         raise TypeError(f"weight must be a torch.Tensor, got {type(weight).__name__}")
     if bias and weight.ndim != 1:
-        raise ValueError(f"with bias=True, weight must be a 1-D bias (n_heads * head_dim,), "
-                         f"got shape {tuple(weight.shape)}")
+        raise ValueError(
+            f"with bias=True, weight must be a 1-D bias (n_heads * head_dim,), "
+            f"got shape {tuple(weight.shape)}"
+        )
     if not bias and weight.ndim != 2:
         hint = "; to permute a bias, pass bias=True" if weight.ndim == 1 else ""
-        raise ValueError(f"weight must be a 2-D projection (n_heads * head_dim, in_features), "
-                         f"got shape {tuple(weight.shape)}{hint}")
+        raise ValueError(
+            f"weight must be a 2-D projection (n_heads * head_dim, in_features), "
+            f"got shape {tuple(weight.shape)}{hint}"
+        )
     if isinstance(n_heads, bool) or not isinstance(n_heads, int):
         raise TypeError(f"n_heads must be an int, got {type(n_heads).__name__}")
     if n_heads <= 0:
@@ -84,21 +93,23 @@ def _check_weight(weight: Tensor, n_heads: int, bias: bool) -> int:
     rows = weight.shape[0]
     if rows % n_heads or (rows // n_heads) % 2:
         raise ValueError(
-            f"weight has {rows} rows, which do not split into n_heads={n_heads} heads of even size "
-            f"(rows / n_heads = {rows / n_heads:g})"
+            f"weight has {rows} rows, which do not split into n_heads={n_heads} heads "
+            f"of even size (rows / n_heads = {rows / n_heads:g})"
         )
     return rows // n_heads
 
 
 def permute_qk_weight(weight: Tensor, n_heads: int, *, bias: bool = False) -> Tensor:
-    """Convert a Meta (interleaved) q or k projection to the half-split layout (03_pairing, eq. ``weightperm``).
+    """Convert a Meta (interleaved) q or k projection to the half-split layout
+    (03_pairing, eq. ``weightperm``).
 
-    Within each head the output rows are reordered by :func:`~ropelab.pairing.half_split_permutation`,
-    so that ``x @ permute_qk_weight(W).T`` equals ``to_half_split`` of
-    ``x @ W.T`` head by head. Half-split RoPE on the converted weights then
-    gives exactly the attention scores of interleaved RoPE on the original
-    ones. The same as transformers' ``convert_llama_weights_to_hf.permute``.
-    For grouped-query attention pass the number of key/value heads for k.
+    Within each head the output rows are reordered by
+    :func:`~ropelab.pairing.half_split_permutation`, so that
+    ``x @ permute_qk_weight(W).T`` equals ``to_half_split`` of ``x @ W.T`` head by head.
+    Half-split RoPE on the converted weights then gives exactly the attention scores of
+    interleaved RoPE on the original ones. The same as transformers'
+    ``convert_llama_weights_to_hf.permute``. For grouped-query attention pass the number
+    of key/value heads for k.
 
     Args:
         weight: ``(n_heads * head_dim, in_features)``, or with ``bias=True``
@@ -117,7 +128,8 @@ def permute_qk_weight(weight: Tensor, n_heads: int, *, bias: bool = False) -> Te
 
 
 def unpermute_qk_weight(weight: Tensor, n_heads: int, *, bias: bool = False) -> Tensor:
-    """Inverse of :func:`permute_qk_weight`: half-split q/k projection back to Meta's interleaved layout.
+    """Inverse of :func:`permute_qk_weight`: half-split q/k projection back to Meta's
+    interleaved layout.
 
     Args:
         weight: ``(n_heads * head_dim, in_features)``, or with ``bias=True``

@@ -26,7 +26,12 @@ from matplotlib.text import Text
 from .cost import cost_model
 from .complex import apply_rotary_complex, relative_score
 from .frequencies import full_turn_pairs, inv_freq, wavelengths
-from .matrix import elementwise_flops, floats_per_position, matmul_flops, rotation_matrix
+from .matrix import (
+    elementwise_flops,
+    floats_per_position,
+    matmul_flops,
+    rotation_matrix,
+)
 from .multi_axis import grid_positions, rope_scores_2d
 from .numerics import cos_error, cos_error_bound, log_positions
 from .pairing import half_split_permutation
@@ -55,7 +60,11 @@ __all__ = [
     "angle_precision",
     "bench_ratios",
     "patch_score_maps",
-    "BOOK_STYLE", "COLUMN_WIDTH", "MAX_WIDTH", "MIN_FONT_PT", "rendered_font_sizes",
+    "BOOK_STYLE",
+    "COLUMN_WIDTH",
+    "MAX_WIDTH",
+    "MIN_FONT_PT",
+    "rendered_font_sizes",
     "triton_programs",
     "kernel_traffic",
 ]
@@ -108,10 +117,18 @@ BOOK_STYLE: dict[str, object] = {
     "axes.grid": False,
     "grid.alpha": 0.3,
     # Okabe-Ito colours: told apart with the common colour-vision deficiencies.
-    "axes.prop_cycle": mpl.cycler(color=[
-        "#0072B2", "#D55E00", "#009E73", "#CC79A7",
-        "#E69F00", "#56B4E9", "#F0E442", "#000000",
-    ]),
+    "axes.prop_cycle": mpl.cycler(
+        color=[
+            "#0072B2",
+            "#D55E00",
+            "#009E73",
+            "#CC79A7",
+            "#E69F00",
+            "#56B4E9",
+            "#F0E442",
+            "#000000",
+        ]
+    ),
 }
 
 
@@ -157,8 +174,12 @@ def _new_figure(
         width, height = MAX_WIDTH, height * MAX_WIDTH / width
     with mpl.rc_context(BOOK_STYLE):
         fig, axes = plt.subplots(
-            nrows, ncols, figsize=(width, height), layout="constrained",
-            FigureClass=_BookFigure, **kw,
+            nrows,
+            ncols,
+            figsize=(width, height),
+            layout="constrained",
+            FigureClass=_BookFigure,
+            **kw,
         )
     plt.close(fig)
     return fig, axes
@@ -229,8 +250,13 @@ __all__ += ["rope_at_a_glance"]
 
 
 def rope_at_a_glance(
-    theta: float = 0.5, m: int = 1, n: int = 3, shift: int = 2, dim: int = 16,
-    base: float = 10000.0, position: int = 3,
+    theta: float = 0.5,
+    m: int = 1,
+    n: int = 3,
+    shift: int = 2,
+    dim: int = 16,
+    base: float = 10000.0,
+    position: int = 3,
 ) -> Figure:
     """The book's opening picture: RoPE's relative property and its frequency ladder.
 
@@ -242,24 +268,50 @@ def rope_at_a_glance(
     """
     import math
 
-    fig, (left, right) = _new_figure(1, 2, width=6.8, height=3.3, width_ratios=[1, 1.25])
+    fig, (left, right) = _new_figure(
+        1, 2, width=6.8, height=3.3, width_ratios=[1, 1.25]
+    )
     t = np.linspace(0, 2 * math.pi, 200)
     left.plot(np.cos(t), np.sin(t), color="0.75", lw=1)
     k0 = math.radians(40)
     colours = BOOK_STYLE["axes.prop_cycle"].by_key()["color"]
     for s, alpha, ls in ((0, 1.0, "-"), (shift, 0.45, "--")):
-        for angle, colour, name in ((m + s) * theta, colours[0], "q"), ((n + s) * theta + k0, colours[1], "k"):
-            left.annotate("", xy=(math.cos(angle), math.sin(angle)), xytext=(0, 0),
-                          arrowprops={"arrowstyle": "-|>", "color": colour, "alpha": alpha,
-                                      "lw": 2, "ls": ls})
+        for angle, colour, name in (
+            ((m + s) * theta, colours[0], "q"),
+            ((n + s) * theta + k0, colours[1], "k"),
+        ):
+            left.annotate(
+                "",
+                xy=(math.cos(angle), math.sin(angle)),
+                xytext=(0, 0),
+                arrowprops={
+                    "arrowstyle": "-|>",
+                    "color": colour,
+                    "alpha": alpha,
+                    "lw": 2,
+                    "ls": ls,
+                },
+            )
             pos = m + s if name == "q" else n + s
-            left.text(1.18 * math.cos(angle), 1.18 * math.sin(angle), f"${name}_{{{pos}}}$",
-                      ha="center", va="center", color=colour, alpha=max(alpha, 0.7))
+            left.text(
+                1.18 * math.cos(angle),
+                1.18 * math.sin(angle),
+                f"${name}_{{{pos}}}$",
+                ha="center",
+                va="center",
+                color=colour,
+                alpha=max(alpha, 0.7),
+            )
     a0, a1 = m * theta, n * theta + k0
     arc = np.linspace(a0, a1, 50)
     left.plot(0.35 * np.cos(arc), 0.35 * np.sin(arc), color="0.2", lw=1.2)
-    left.text(0.0, -1.45, "same angle after a shift:\nthe score sees only n − m",
-              ha="center", va="top")
+    left.text(
+        0.0,
+        -1.45,
+        "same angle after a shift:\nthe score sees only n − m",
+        ha="center",
+        va="top",
+    )
     left.set_xlim(-1.35, 1.35)
     left.set_ylim(-1.35, 1.35)
     left.set_aspect(1.0)
@@ -272,7 +324,9 @@ def rope_at_a_glance(
         cx, cy = (j % 4) * 2.4, -(j // 4) * 2.6
         right.plot(cx + np.cos(t), cy + np.sin(t), color="0.75", lw=1)
         ang = position * th
-        right.plot([cx, cx + math.cos(ang)], [cy, cy + math.sin(ang)], color=colours[0], lw=2)
+        right.plot(
+            [cx, cx + math.cos(ang)], [cy, cy + math.sin(ang)], color=colours[0], lw=2
+        )
         right.plot([cx, cx + 1], [cy, cy], color="0.6", lw=1, ls=":")
         right.text(cx, cy - 1.25, f"j = {j}", ha="center", va="top")
     right.set_xlim(-1.3, 3 * 2.4 + 1.3)
@@ -287,7 +341,10 @@ def rope_at_a_glance(
 
 
 def frequency_spectrum(
-    dim: int = 128, bases: tuple[float, ...] = (1e4, 5e5), *, context_len: int | None = 8192
+    dim: int = 128,
+    bases: tuple[float, ...] = (1e4, 5e5),
+    *,
+    context_len: int | None = 8192,
 ) -> Figure:
     """θ_j and λ_j = 2π/θ_j against the pair index j for each base (01_frequencies).
 
@@ -306,12 +363,23 @@ def frequency_spectrum(
     j = list(range(dim // 2))
     for base in bases:
         name = f"base = {base:,.0f}"
-        ax_theta.plot(j, inv_freq(dim, base, dtype=torch.float64).tolist(), marker=".", ms=3, label=name)
+        ax_theta.plot(
+            j,
+            inv_freq(dim, base, dtype=torch.float64).tolist(),
+            marker=".",
+            ms=3,
+            label=name,
+        )
         if context_len is not None:
-            name += f" ({full_turn_pairs(dim, base, context_len)} pairs with $\\lambda_j \\leq L$)"
+            name += (
+                f" ({full_turn_pairs(dim, base, context_len)} pairs with "
+                "$\\lambda_j \\leq L$)"
+            )
         ax_lambda.plot(j, wavelengths(dim, base).tolist(), marker=".", ms=3, label=name)
     if context_len is not None:
-        ax_lambda.axhline(context_len, color="0.3", ls="--", lw=1, label=f"L = {context_len:,} tokens")
+        ax_lambda.axhline(
+            context_len, color="0.3", ls="--", lw=1, label=f"L = {context_len:,} tokens"
+        )
     ax_theta.set_title(r"frequency $\theta_j$")
     ax_theta.set_ylabel(r"$\theta_j$ (radians per token)")
     ax_lambda.set_title(r"wavelength $\lambda_j = 2\pi/\theta_j$")
@@ -334,7 +402,8 @@ def pair_rotation(
     pair: tuple[float, float] = (1.0, 0.0),
     names: Sequence[str] | None = None,
 ) -> Figure:
-    """One channel pair z = x₁ + i·x₂ rotated to z·e^{imθ} at several positions m, one panel per θ.
+    """One channel pair z = x₁ + i·x₂ rotated to z·e^{imθ} at several positions
+    m, one panel per θ.
 
     Each panel draws the circle |z| and an arrow from the origin to z·e^{imθ}
     for every m in ``positions``, annotated with m (02_complex_rotation,
@@ -350,36 +419,69 @@ def pair_rotation(
     """
     thetas = [float(t) for t in thetas]
     pos = list(positions)
-    names = list(names) if names is not None else [f"θ = {t:.3g} rad/token" for t in thetas]
+    names = (
+        list(names)
+        if names is not None
+        else [f"θ = {t:.3g} rad/token" for t in thetas]
+    )
     if len(names) != len(thetas):
         raise ValueError(f"names has {len(names)} entries for {len(thetas)} thetas")
     z0 = complex(*pair)
     radius = abs(z0)
     if radius == 0:
         raise ValueError("pair must be non-zero")
-    fig, axes = _new_figure(1, len(thetas), width=4.6 * len(thetas), height=4.8, squeeze=False)
+    fig, axes = _new_figure(
+        1, len(thetas), width=4.6 * len(thetas), height=4.8, squeeze=False
+    )
     colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, len(pos)))
     circle_t = np.linspace(0.0, 2.0 * np.pi, 361)
     for ax, theta, name in zip(axes[0], thetas, names):
         x = torch.tensor([pair], dtype=torch.float64).expand(len(pos), 2)
-        rotated = apply_rotary_complex(x, pos, torch.tensor([theta], dtype=torch.float64))  # z·e^{imθ}, (len(pos), 2)
+        rotated = apply_rotary_complex(
+            x, pos, torch.tensor([theta], dtype=torch.float64)
+        )  # z·e^{imθ}, (len(pos), 2)
         zs = torch.view_as_complex(rotated.contiguous()).numpy()
-        ax.plot(radius * np.cos(circle_t), radius * np.sin(circle_t), color="0.75", lw=1.0)
+        ax.plot(
+            radius * np.cos(circle_t), radius * np.sin(circle_t), color="0.75", lw=1.0
+        )
         for z, c in zip(zs, colors):
-            ax.annotate("", xy=(z.real, z.imag), xytext=(0.0, 0.0),
-                        arrowprops=dict(arrowstyle="-|>", color=c, lw=1.4, shrinkA=0, shrinkB=0))
+            ax.annotate(
+                "",
+                xy=(z.real, z.imag),
+                xytext=(0.0, 0.0),
+                arrowprops=dict(
+                    arrowstyle="-|>", color=c, lw=1.4, shrinkA=0, shrinkB=0
+                ),
+            )
         sweep = abs(theta) * (max(pos) - min(pos)) if pos else 0.0
         if sweep >= 0.2:
             for m, z, c in zip(pos, zs, colors):
                 u = z / abs(z)
-                ax.annotate(f"m={m}", xy=(z.real, z.imag), xytext=(z.real + 0.17 * radius * u.real, z.imag + 0.17 * radius * u.imag),
-                            ha="center", va="center", fontsize=8, color=c)
+                ax.annotate(
+                    f"m={m}",
+                    xy=(z.real, z.imag),
+                    xytext=(
+                        z.real + 0.17 * radius * u.real,
+                        z.imag + 0.17 * radius * u.imag,
+                    ),
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color=c,
+                )
         else:
             ins = ax.inset_axes([0.05, 0.53, 0.3, 0.42])
             ins.scatter(zs.real, zs.imag, c=colors, s=18, zorder=3)
             for m, z, c in zip(pos, zs, colors):
-                ins.annotate(f"m={m}", xy=(z.real, z.imag), xytext=(6, 0), textcoords="offset points",
-                             va="center", fontsize=7, color=c)
+                ins.annotate(
+                    f"m={m}",
+                    xy=(z.real, z.imag),
+                    xytext=(6, 0),
+                    textcoords="offset points",
+                    va="center",
+                    fontsize=7,
+                    color=c,
+                )
             lo, hi = float(zs.imag.min()), float(zs.imag.max())
             span = max(hi - lo, 1e-12)
             cx = float(zs.real.mean())
@@ -399,7 +501,11 @@ def pair_rotation(
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("Re z = first channel x₁ (input units)")
         ax.set_ylabel("Im z = second channel x₂ (input units)")
-    return _finish(fig, rf"One pair $z$ rotated to $z\,e^{{im\theta}}$ at positions m = {pos[0]}..{pos[-1]}")
+    return _finish(
+        fig,
+        rf"One pair $z$ rotated to $z\,e^{{im\theta}}$ at positions m = "
+        rf"{pos[0]}..{pos[-1]}",
+    )
 
 
 def pair_score(
@@ -408,7 +514,8 @@ def pair_score(
     thetas: Sequence[float] = (1.0, 0.1),
     distances: Sequence[int] = range(-24, 25),
 ) -> Figure:
-    """The one-pair score Re[q·conj(k)·e^{i(m−n)θ}] against m − n, one line per θ (02_complex_rotation, eq. ``relative``).
+    """The one-pair score Re[q·conj(k)·e^{i(m−n)θ}] against m − n, one line per
+    θ (02_complex_rotation, eq. ``relative``).
 
     Computed by :func:`ropelab.complex.relative_score`. The dashed lines are
     ±|q|·|k|, the bound the score oscillates between.
@@ -423,22 +530,36 @@ def pair_score(
     kt = torch.tensor([k.real, k.imag], dtype=torch.float64)
     fig, ax = _new_figure(width=8.0, height=4.0)
     for theta in thetas:
-        s = relative_score(qt, kt, dist, torch.tensor([float(theta)], dtype=torch.float64))
-        ax.plot(dist.numpy(), s.numpy(), marker="o", ms=3, lw=1.0, label=f"θ = {float(theta):.3g} rad/token")
+        s = relative_score(
+            qt, kt, dist, torch.tensor([float(theta)], dtype=torch.float64)
+        )
+        ax.plot(
+            dist.numpy(),
+            s.numpy(),
+            marker="o",
+            ms=3,
+            lw=1.0,
+            label=f"θ = {float(theta):.3g} rad/token",
+        )
     bound = abs(q) * abs(k)
     ax.axhline(bound, color="0.5", ls="--", lw=1.0, label="±|q|·|k|")
     ax.axhline(-bound, color="0.5", ls="--", lw=1.0)
     ax.set_xlabel("relative position m − n (tokens)")
     ax.set_ylabel(r"score $\mathrm{Re}[q\,\bar{k}\,e^{i(m-n)\theta}]$ (units of q·k)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    return _finish(fig, f"One pair's score against m − n (q = {q.real:g}{q.imag:+g}i, k = {k.real:g}{k.imag:+g}i)")
+    return _finish(
+        fig,
+        f"One pair's score against m − n (q = {q.real:g}{q.imag:+g}i, k = "
+        f"{k.real:g}{k.imag:+g}i)",
+    )
 
 
 # --- 03_pairing -------------------------------------------------------------
 
 
 def pairing_diagram(dim: int = 8) -> Figure:
-    """Which channels form a pair in the interleaved and the half-split layouts, and how P moves them (03_pairing).
+    """Which channels form a pair in the interleaved and the half-split layouts, and how
+    P moves them (03_pairing).
 
     Top row: the interleaved layout, channel k holds x_k and pairs (2i, 2i+1).
     Bottom row: the half-split layout after ``to_half_split``, channel p holds
@@ -449,7 +570,10 @@ def pairing_diagram(dim: int = 8) -> Figure:
         dim: head dimension d (even, small: 4 to 16 reads well).
     """
     perm_t = half_split_permutation(dim)
-    perm, dest = perm_t.tolist(), perm_t.argsort().tolist()  # dest[k] = P(k), where channel k lands
+    perm, dest = (
+        perm_t.tolist(),
+        perm_t.argsort().tolist(),
+    )  # dest[k] = P(k), where channel k lands
     half = dim // 2
     cmap = plt.get_cmap("tab10" if half <= 10 else "viridis")
     colours = [cmap(i if half <= 10 else i / max(half - 1, 1)) for i in range(half)]
@@ -457,32 +581,86 @@ def pairing_diagram(dim: int = 8) -> Figure:
     rows = {"interleaved": 1.0, "half_split": 0.0}
     w, h = 0.8, 0.34
     for k in range(dim):  # interleaved row: channel k holds x_k, pair k // 2
-        ax.add_patch(mpatches.FancyBboxPatch((k - w / 2, rows["interleaved"] - h / 2), w, h,
-                                             boxstyle="round,pad=0.02", color=colours[k // 2], alpha=0.85))
-        ax.text(k, rows["interleaved"], f"$x_{{{k}}}$", ha="center", va="center", fontsize=12)
+        ax.add_patch(
+            mpatches.FancyBboxPatch(
+                (k - w / 2, rows["interleaved"] - h / 2),
+                w,
+                h,
+                boxstyle="round,pad=0.02",
+                color=colours[k // 2],
+                alpha=0.85,
+            )
+        )
+        ax.text(
+            k,
+            rows["interleaved"],
+            f"$x_{{{k}}}$",
+            ha="center",
+            va="center",
+            fontsize=12,
+        )
     for p in range(dim):  # half-split row: channel p holds x_perm[p], pair p mod d/2
-        ax.add_patch(mpatches.FancyBboxPatch((p - w / 2, rows["half_split"] - h / 2), w, h,
-                                             boxstyle="round,pad=0.02", color=colours[p % half], alpha=0.85))
-        ax.text(p, rows["half_split"], f"$x_{{{perm[p]}}}$", ha="center", va="center", fontsize=12)
+        ax.add_patch(
+            mpatches.FancyBboxPatch(
+                (p - w / 2, rows["half_split"] - h / 2),
+                w,
+                h,
+                boxstyle="round,pad=0.02",
+                color=colours[p % half],
+                alpha=0.85,
+            )
+        )
+        ax.text(
+            p,
+            rows["half_split"],
+            f"$x_{{{perm[p]}}}$",
+            ha="center",
+            va="center",
+            fontsize=12,
+        )
     for k in range(dim):
-        ax.annotate("", xy=(dest[k], rows["half_split"] + h / 2 + 0.02), xytext=(k, rows["interleaved"] - h / 2 - 0.02),
-                    arrowprops=dict(arrowstyle="->", color=colours[k // 2], lw=1.4, shrinkA=0, shrinkB=0))
+        ax.annotate(
+            "",
+            xy=(dest[k], rows["half_split"] + h / 2 + 0.02),
+            xytext=(k, rows["interleaved"] - h / 2 - 0.02),
+            arrowprops=dict(
+                arrowstyle="->", color=colours[k // 2], lw=1.4, shrinkA=0, shrinkB=0
+            ),
+        )
     ax.set_xlim(-0.7, dim - 0.3)
     ax.set_ylim(-0.45, 1.45)
     ax.set_xticks(np.arange(dim))
-    ax.set_yticks([rows["half_split"], rows["interleaved"]],
-                  ["half-split\npairs (i, i + d/2)", "interleaved\npairs (2i, 2i + 1)"])
+    ax.set_yticks(
+        [rows["half_split"], rows["interleaved"]],
+        ["half-split\npairs (i, i + d/2)", "interleaved\npairs (2i, 2i + 1)"],
+    )
     ax.set_xlabel("channel index within the head (position along the last axis)")
     ax.set_ylabel("layout")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    handles = [mpatches.Patch(color=colours[i], alpha=0.85, label=f"pair {i} (θ$_{{{i}}}$)") for i in range(half)]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(half, 4), frameon=False)
-    return _finish(fig, f"Channel pairs for d = {dim}: arrows are the permutation P (2i → i, 2i+1 → i + d/2)")
+    handles = [
+        mpatches.Patch(color=colours[i], alpha=0.85, label=f"pair {i} (θ$_{{{i}}}$)")
+        for i in range(half)
+    ]
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.2),
+        ncol=min(half, 4),
+        frameon=False,
+    )
+    return _finish(
+        fig,
+        f"Channel pairs for d = {dim}: arrows are the permutation P "
+        "(2i → i, 2i+1 → i + d/2)",
+    )
 
 
-def score_comparison(reference, other, *, labels: tuple[str, str] = ("reference", "other")) -> Figure:
-    """Two attention-score matrices side by side and their difference (03_pairing, eq. ``weightperm``).
+def score_comparison(
+    reference, other, *, labels: tuple[str, str] = ("reference", "other")
+) -> Figure:
+    """Two attention-score matrices side by side and their difference
+    (03_pairing, eq. ``weightperm``).
 
     Args:
         reference, other: score matrices ``(seq_q, seq_k)`` (tensors or arrays,
@@ -493,10 +671,21 @@ def score_comparison(reference, other, *, labels: tuple[str, str] = ("reference"
         A Figure with three heatmaps (reference, other, other - reference)
         and two colour bars.
     """
-    a = reference.detach().double().cpu().numpy() if isinstance(reference, torch.Tensor) else np.asarray(reference, float)
-    b = other.detach().double().cpu().numpy() if isinstance(other, torch.Tensor) else np.asarray(other, float)
+    a = (
+        reference.detach().double().cpu().numpy()
+        if isinstance(reference, torch.Tensor)
+        else np.asarray(reference, float)
+    )
+    b = (
+        other.detach().double().cpu().numpy()
+        if isinstance(other, torch.Tensor)
+        else np.asarray(other, float)
+    )
     if a.ndim != 2 or a.shape != b.shape:
-        raise ValueError(f"reference and other must be 2-D score matrices of one shape, got {a.shape} and {b.shape}")
+        raise ValueError(
+            "reference and other must be 2-D score matrices of one shape, got "
+            f"{a.shape} and {b.shape}"
+        )
     fig, axes = _new_figure(1, 3, width=12.0, height=4.0)
     vmax = float(max(np.abs(a).max(), np.abs(b).max())) or 1.0
     diff = b - a
@@ -504,7 +693,9 @@ def score_comparison(reference, other, *, labels: tuple[str, str] = ("reference"
     for ax, data, title in zip(axes[:2], (a, b), labels):
         im = ax.imshow(data, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
         ax.set_title(title)
-    fig.colorbar(im, ax=axes[:2].tolist(), label="score q·k/√d (dimensionless)", shrink=0.85)
+    fig.colorbar(
+        im, ax=axes[:2].tolist(), label="score q·k/√d (dimensionless)", shrink=0.85
+    )
     im_d = axes[2].imshow(diff, cmap="PuOr_r", vmin=-dmax, vmax=dmax)
     axes[2].set_title("difference: middle − left")
     fig.colorbar(im_d, ax=axes[2], label="Δ score (dimensionless)", shrink=0.85)
@@ -517,8 +708,11 @@ def score_comparison(reference, other, *, labels: tuple[str, str] = ("reference"
 # --- 04_rotation_matrix ---------------------------------------------------
 
 
-def rotation_matrix_sparsity(dim: int = 16, position: int = 100, base: float = 10000.0) -> Figure:
-    """R_{Θ,m} in the interleaved and half-split layouts side by side (04_rotation_matrix, eqs. ``rmatrix``, ``rmat-conjugate``).
+def rotation_matrix_sparsity(
+    dim: int = 16, position: int = 100, base: float = 10000.0
+) -> Figure:
+    """R_{Θ,m} in the interleaved and half-split layouts side by side
+    (04_rotation_matrix, eqs. ``rmatrix``, ``rmat-conjugate``).
 
     Non-zero entries are coloured by value (one shared colour bar); the
     entries that are zero whatever the position (structural zeros) are white.
@@ -534,12 +728,24 @@ def rotation_matrix_sparsity(dim: int = 16, position: int = 100, base: float = 1
     theta = inv_freq(dim, base, dtype=torch.float64)
     cmap = plt.get_cmap("viridis").with_extremes(bad="white")
     fig, axes = _new_figure(1, 2, width=9.6, height=4.6)
-    titles = {"interleaved": "interleaved: block diagonal", "half_split": "half-split: $P R_{inter} P^T$"}
+    titles = {
+        "interleaved": "interleaved: block diagonal",
+        "half_split": "half-split: $P R_{inter} P^T$",
+    }
     image = None
     for ax, layout in zip(axes, ("interleaved", "half_split")):
         r = rotation_matrix(position, theta, layout=layout).cpu().numpy()
-        image = ax.imshow(np.ma.masked_where(r == 0, r), cmap=cmap, vmin=-1.0, vmax=1.0, interpolation="nearest")
-        ax.set_title(f"{titles[layout]} ({int((r != 0).sum())} of {dim * dim} non-zero)", fontsize="medium")
+        image = ax.imshow(
+            np.ma.masked_where(r == 0, r),
+            cmap=cmap,
+            vmin=-1.0,
+            vmax=1.0,
+            interpolation="nearest",
+        )
+        ax.set_title(
+            f"{titles[layout]} ({int((r != 0).sum())} of {dim * dim} non-zero)",
+            fontsize="medium",
+        )
         ax.set_xlabel("input channel")
         ax.set_ylabel("output channel")
         ticks = list(range(0, dim, max(1, dim // 8)))
@@ -557,11 +763,16 @@ def rotation_matrix_sparsity(dim: int = 16, position: int = 100, base: float = 1
         fontsize="small",
         framealpha=0.9,
     )
-    return _finish(fig, f"Sparsity of the rotation matrix R for d = {dim}, m = {position}")
+    return _finish(
+        fig, f"Sparsity of the rotation matrix R for d = {dim}, m = {position}"
+    )
 
 
-def rotation_cost(dims: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)) -> Figure:
-    """What one position's rotation costs as a dense R versus the elementwise form (04_rotation_matrix, eqs. ``rmat-flops``, ``rmat-memory``).
+def rotation_cost(
+    dims: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024),
+) -> Figure:
+    """What one position's rotation costs as a dense R versus the elementwise form
+    (04_rotation_matrix, eqs. ``rmat-flops``, ``rmat-memory``).
 
     Left: floating-point operations per vector, d(2d − 1) for R @ x and 3d for
     x ⊙ cos + rot(x) ⊙ sin. Right: floats stored per position, d² for R, 2d
@@ -572,13 +783,39 @@ def rotation_cost(dims: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)) 
     """
     d = list(dims)
     fig, (left, right) = _new_figure(1, 2, width=9.6, height=4.0)
-    left.loglog(d, [matmul_flops(n) for n in d], "o-", base=2, label="dense R @ x: d(2d − 1)")
-    left.loglog(d, [elementwise_flops(n) for n in d], "s-", base=2, label="x ⊙ cos + rot(x) ⊙ sin: 3d")
+    left.loglog(
+        d, [matmul_flops(n) for n in d], "o-", base=2, label="dense R @ x: d(2d − 1)"
+    )
+    left.loglog(
+        d,
+        [elementwise_flops(n) for n in d],
+        "s-",
+        base=2,
+        label="x ⊙ cos + rot(x) ⊙ sin: 3d",
+    )
     left.set_title("compute per vector", fontsize="medium")
     left.set_ylabel("floating-point operations (flops)")
-    right.loglog(d, [floats_per_position(n, "dense") for n in d], "o-", base=2, label="dense R: d²")
-    right.loglog(d, [floats_per_position(n, "cos_sin") for n in d], "s-", base=2, label="cos and sin tables: 2d")
-    right.loglog(d, [floats_per_position(n, "angles") for n in d], "^-", base=2, label="angles mθ_j: d/2")
+    right.loglog(
+        d,
+        [floats_per_position(n, "dense") for n in d],
+        "o-",
+        base=2,
+        label="dense R: d²",
+    )
+    right.loglog(
+        d,
+        [floats_per_position(n, "cos_sin") for n in d],
+        "s-",
+        base=2,
+        label="cos and sin tables: 2d",
+    )
+    right.loglog(
+        d,
+        [floats_per_position(n, "angles") for n in d],
+        "^-",
+        base=2,
+        label="angles mθ_j: d/2",
+    )
     right.set_title("storage per position", fontsize="medium")
     right.set_ylabel("floats stored")
     for ax in (left, right):
@@ -597,22 +834,36 @@ def cos_table(
     base: float = 10000.0,
     layouts: tuple[str, ...] = ("half_split", "interleaved"),
 ) -> Figure:
-    """The cached cos table cos(m·θ) as a heatmap, positions × channels, one panel per layout.
+    """The cached cos table cos(m·θ) as a heatmap, positions × channels, one panel
+    per layout.
 
     Half-split (eq. ``cache-cat``) shows the same d/2 columns twice, side by
     side; interleaved shows every column twice in a row. A dashed line marks
     channel d/2 in the half-split panel.
     """
     theta = inv_freq(dim, base, dtype=torch.float64)
-    fig, axes = _new_figure(1, len(layouts), width=3.6 * len(layouts) + 1.0, height=4.2, squeeze=False)
+    fig, axes = _new_figure(
+        1, len(layouts), width=3.6 * len(layouts) + 1.0, height=4.2, squeeze=False
+    )
     image = None
     for ax, layout in zip(axes[0], layouts):
-        cos, _ = cos_sin(torch.arange(n_positions), theta, layout=layout, dtype=torch.float64)
-        image = ax.imshow(cos.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1.0, vmax=1.0,
-                          interpolation="nearest", origin="upper")
+        cos, _ = cos_sin(
+            torch.arange(n_positions), theta, layout=layout, dtype=torch.float64
+        )
+        image = ax.imshow(
+            cos.numpy(),
+            aspect="auto",
+            cmap="RdBu_r",
+            vmin=-1.0,
+            vmax=1.0,
+            interpolation="nearest",
+            origin="upper",
+        )
         if layout == "half_split":
             ax.axvline(dim / 2 - 0.5, color="black", linestyle="--", linewidth=1.0)
-            ax.set_title(f"half-split: cat(a, a), halves split at channel {dim // 2}", fontsize=9)
+            ax.set_title(
+                f"half-split: cat(a, a), halves split at channel {dim // 2}", fontsize=9
+            )
         else:
             ax.set_title("interleaved: repeat_interleave(a, 2)", fontsize=9)
         ax.set_xlabel("channel i")
@@ -623,12 +874,14 @@ def cos_table(
 
 
 def decode_scores(correct, wrong, *, prompt_len: int, scale: float = 1.0) -> Figure:
-    """Scores and attention weights of one decoding query over its cached keys: right offsets vs the offset mistake.
+    """Scores and attention weights of one decoding query over its cached keys: right
+    offsets vs the offset mistake.
 
     Args:
         correct, wrong: 1-D scores (tensors or sequences) over keys 0..t, with the
             query at its absolute position and with positions restarted at 0 at
-            every step (05_cache_and_decoding, eqs. ``cache-decode``, ``cache-mistake``).
+            every step (05_cache_and_decoding, eqs. ``cache-decode``,
+            ``cache-mistake``).
         prompt_len: number of keys that came from the prompt (prefill); later keys
             were generated one per step and are shaded.
         scale: multiplies the scores before the softmax (1/√d in attention).
@@ -636,29 +889,58 @@ def decode_scores(correct, wrong, *, prompt_len: int, scale: float = 1.0) -> Fig
     correct = torch.as_tensor(correct, dtype=torch.float64).cpu()
     wrong = torch.as_tensor(wrong, dtype=torch.float64).cpu()
     if correct.ndim != 1 or correct.shape != wrong.shape:
-        raise ValueError(f"correct and wrong must be 1-D of the same length, got {tuple(correct.shape)} and {tuple(wrong.shape)}")
+        raise ValueError(
+            "correct and wrong must be 1-D of the same length, got "
+            f"{tuple(correct.shape)} and {tuple(wrong.shape)}"
+        )
     n = torch.arange(len(correct)).numpy()
     fig, (ax_s, ax_w) = _new_figure(1, 2, width=10.0, height=3.8)
     for ax, f, ylabel in (
         (ax_s, lambda s: s, "score q·k (unitless)"),
-        (ax_w, lambda s: torch.softmax(s * scale, dim=0), "attention weight (probability)"),
+        (
+            ax_w,
+            lambda s: torch.softmax(s * scale, dim=0),
+            "attention weight (probability)",
+        ),
     ):
-        ax.plot(n, f(correct).numpy(), marker="o", markersize=3, label="absolute positions (offset)")
-        ax.plot(n, f(wrong).numpy(), marker="x", markersize=4, linestyle="--", label="offset mistake (restart at 0)")
+        ax.plot(
+            n,
+            f(correct).numpy(),
+            marker="o",
+            markersize=3,
+            label="absolute positions (offset)",
+        )
+        ax.plot(
+            n,
+            f(wrong).numpy(),
+            marker="x",
+            markersize=4,
+            linestyle="--",
+            label="offset mistake (restart at 0)",
+        )
         if prompt_len < len(correct):
-            ax.axvspan(prompt_len - 0.5, len(correct) - 0.5, color="0.9", label="generated keys")
+            ax.axvspan(
+                prompt_len - 0.5,
+                len(correct) - 0.5,
+                color="0.9",
+                label="generated keys",
+            )
         ax.set_xlabel("key position n (tokens)")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
     ax_s.set_title("scores of the newest query", fontsize=10)
     ax_w.set_title("softmax weights", fontsize=10)
-    return _finish(fig, f"Decoding step at position {len(correct) - 1}: offset vs restart at 0")
+    return _finish(
+        fig, f"Decoding step at position {len(correct) - 1}: offset vs restart at 0"
+    )
 
 
 # --- 06_attention_and_decay ---------------------------------------------
 
 
-def toeplitz_scores(scores, *, title: str = "RoPE scores for the same q and k at every position") -> Figure:
+def toeplitz_scores(
+    scores, *, title: str = "RoPE scores for the same q and k at every position"
+) -> Figure:
     """Heatmap of a score matrix S[m, n] (query position m down, key position n across).
 
     For the same q and k at every position, RoPE makes S constant along every
@@ -671,7 +953,9 @@ def toeplitz_scores(scores, *, title: str = "RoPE scores for the same q and k at
     if s.ndim != 2:
         raise ValueError(f"scores must have shape (Lq, Lk), got {tuple(s.shape)}")
     fig, ax = _new_figure(width=5.6, height=4.6)
-    image = ax.imshow(s.numpy(), cmap="RdBu_r", vmin=-float(s.abs().max()), vmax=float(s.abs().max()))
+    image = ax.imshow(
+        s.numpy(), cmap="RdBu_r", vmin=-float(s.abs().max()), vmax=float(s.abs().max())
+    )
     fig.colorbar(image, ax=ax, label="score ⟨R_m q, R_n k⟩ (dimensionless)")
     ax.set_xlabel("key position n (tokens)")
     ax.set_ylabel("query position m (tokens)")
@@ -679,13 +963,15 @@ def toeplitz_scores(scores, *, title: str = "RoPE scores for the same q and k at
     return fig
 
 
-def long_term_decay(distances, bound, *, random_mean_abs, equal_qk, dim: int, base: float) -> Figure:
+def long_term_decay(
+    distances, bound, *, random_mean_abs, equal_qk, dim: int, base: float
+) -> Figure:
     """RoFormer's relative upper bound (left) beside what scores actually do (right).
 
     Left: (1/(d/2)) Σ_j |S_j| against the relative distance, the curve of
-    RoFormer's figure on long-term decay (06_attention_and_decay, eq. ``attn-decay-bound``).
-    Right: the bound, the mean |score| over random q, k, and the score for
-    q = k with equal pairs, each divided by its own value at distance 0.
+    RoFormer's figure on long-term decay (06_attention_and_decay, eq.
+    ``attn-decay-bound``). Right: the bound, the mean |score| over random q, k, and the
+    score for q = k with equal pairs, each divided by its own value at distance 0.
 
     Args:
         distances: ``(n,)`` integer distances, starting at 0.
@@ -693,15 +979,25 @@ def long_term_decay(distances, bound, *, random_mean_abs, equal_qk, dim: int, ba
         dim, base: the settings, for the titles.
     """
     x = torch.as_tensor(distances).cpu().numpy()
-    curves = [torch.as_tensor(c).detach().to("cpu", dtype=torch.float64) for c in (bound, random_mean_abs, equal_qk)]
+    curves = [
+        torch.as_tensor(c).detach().to("cpu", dtype=torch.float64)
+        for c in (bound, random_mean_abs, equal_qk)
+    ]
     if int(x[0]) != 0:
-        raise ValueError(f"distances must start at 0 (the curves are normalised there), got {int(x[0])}")
+        raise ValueError(
+            "distances must start at 0 (the curves are normalised there), got "
+            f"{int(x[0])}"
+        )
     fig, (left, right) = _new_figure(1, 2, width=11.0, height=4.0)
     left.plot(x, curves[0].numpy(), color="C0")
     left.set_xlabel("relative distance m − n (tokens)")
     left.set_ylabel("relative upper bound (1/(d/2)) Σ|S_j| (dimensionless)")
     left.set_title(f"RoFormer's bound, d = {dim}, base = {base:g}", fontsize="medium")
-    labels = ("relative upper bound", "mean |score|, random Gaussian q, k", "score for q = k (all h_j equal)")
+    labels = (
+        "relative upper bound",
+        "mean |score|, random Gaussian q, k",
+        "score for q = k (all h_j equal)",
+    )
     for curve, label, color in zip(curves, labels, ("C0", "C1", "C2")):
         right.plot(x, (curve / curve[0]).numpy(), label=label, color=color)
     right.axhline(0.0, color="0.6", linewidth=0.8)
@@ -712,8 +1008,11 @@ def long_term_decay(distances, bound, *, random_mean_abs, equal_qk, dim: int, ba
     return _finish(fig, "Long-term decay: what the bound promises and what scores do")
 
 
-def pair_turns(dim: int = 128, bases=(10000.0, 500000.0), context: int = 4096) -> Figure:
-    """How many full turns each pair j makes across ``context`` tokens: context·θ_j/(2π), log scale.
+def pair_turns(
+    dim: int = 128, bases=(10000.0, 500000.0), context: int = 4096
+) -> Figure:
+    """How many full turns each pair j makes across ``context`` tokens:
+    context·θ_j/(2π), log scale.
 
     (06_attention_and_decay, eq. ``attn-turns``.) Pairs above the dashed line
     (one turn) wrap around many times; pairs below it barely move.
@@ -743,7 +1042,8 @@ def context_extension_factors(
     llama3: tuple[float, float] | None = (1.0, 4.0),
     longrope_factors: Sequence[float] | None = None,
 ) -> Figure:
-    """What each context-extension method does to each pair: θ_j/θ'_j against λ_j (07_context_extension).
+    """What each context-extension method does to each pair: θ_j/θ'_j against λ_j
+    (07_context_extension).
 
     One line per method on log-log axes: Position Interpolation (``linear``),
     NTK-aware (eq. ``ext-ntk``), dynamic NTK evaluated at ``dynamic_len``
@@ -760,7 +1060,8 @@ def context_extension_factors(
         original: the pre-training context length L (tokens).
         factor: the scale factor s = L'/L.
         dynamic_len: the current sequence length for dynamic NTK, or None to omit it.
-        llama3: (low_freq_factor, high_freq_factor) for the Llama 3 line, or None to omit it.
+        llama3: (low_freq_factor, high_freq_factor) for the Llama 3 line, or None to
+            omit it.
         longrope_factors: dim/2 rescale factors λ_j for a LongRoPE line, or None.
 
     Returns:
@@ -770,45 +1071,102 @@ def context_extension_factors(
     lam = wavelengths(dim, base).tolist()
 
     def ratio(scaling, seq_len=None):
-        scaled, _ = scaled_inv_freq(dim, base, scaling, seq_len=seq_len, dtype=torch.float64)
+        scaled, _ = scaled_inv_freq(
+            dim, base, scaling, seq_len=seq_len, dtype=torch.float64
+        )
         return (theta / scaled).tolist()
 
     common = {"factor": factor, "original_max_position_embeddings": original}
     curves = [
-        ("Position Interpolation (linear)", ratio({"rope_type": "linear", "factor": factor}), "-", "o"),
-        (f"NTK-aware, b' = b·s^(d/(d-2)) = {ntk_scaled_base(base, factor, dim):,.0f}",
-         (theta / inv_freq(dim, ntk_scaled_base(base, factor, dim), dtype=torch.float64)).tolist(), "-", "s"),
+        (
+            "Position Interpolation (linear)",
+            ratio({"rope_type": "linear", "factor": factor}),
+            "-",
+            "o",
+        ),
+        (
+            (
+                "NTK-aware, b' = b·s^(d/(d-2)) = "
+                f"{ntk_scaled_base(base, factor, dim):,.0f}"
+            ),
+            (
+                theta
+                / inv_freq(dim, ntk_scaled_base(base, factor, dim), dtype=torch.float64)
+            ).tolist(),
+            "-",
+            "s",
+        ),
     ]
     if dynamic_len is not None:
-        curves.append((f"dynamic NTK at {dynamic_len:,} tokens",
-                       ratio({"rope_type": "dynamic", **common}, seq_len=dynamic_len), "--", "v"))
-    curves.append(("YaRN (β_fast = 32, β_slow = 1)", ratio({"rope_type": "yarn", **common}), "-", "^"))
+        curves.append(
+            (
+                f"dynamic NTK at {dynamic_len:,} tokens",
+                ratio({"rope_type": "dynamic", **common}, seq_len=dynamic_len),
+                "--",
+                "v",
+            )
+        )
+    curves.append(
+        (
+            "YaRN (β_fast = 32, β_slow = 1)",
+            ratio({"rope_type": "yarn", **common}),
+            "-",
+            "^",
+        )
+    )
     if llama3 is not None:
         low, high = llama3
-        curves.append((f"Llama 3 (low {low:g}, high {high:g})",
-                       ratio({"rope_type": "llama3", "low_freq_factor": low, "high_freq_factor": high, **common}),
-                       "-", "D"))
+        curves.append(
+            (
+                f"Llama 3 (low {low:g}, high {high:g})",
+                ratio(
+                    {
+                        "rope_type": "llama3",
+                        "low_freq_factor": low,
+                        "high_freq_factor": high,
+                        **common,
+                    }
+                ),
+                "-",
+                "D",
+            )
+        )
     if longrope_factors is not None:
         values = [float(v) for v in longrope_factors]
         if len(values) != dim // 2:
-            raise ValueError(f"longrope_factors must hold dim // 2 = {dim // 2} numbers, got {len(values)}")
+            raise ValueError(
+                f"longrope_factors must hold dim // 2 = {dim // 2} numbers, got "
+                f"{len(values)}"
+            )
         curves.append(("LongRoPE (example factors)", values, ":", "x"))
 
     fig, ax = _new_figure(width=8.4, height=5.0)
     for label, values, style, marker in curves:
         ax.plot(lam, values, ls=style, marker=marker, ms=3, lw=1.3, label=label)
-    ax.axvline(original, color="0.3", ls="--", lw=1, label=f"original context L = {original:,} tokens")
+    ax.axvline(
+        original,
+        color="0.3",
+        ls="--",
+        lw=1,
+        label=f"original context L = {original:,} tokens",
+    )
     ax.set_xscale("log")
     ax.set_yscale("log")
     top = max(max(values) for _, values, _, _ in curves)
     ticks = [2.0**k for k in range(int(math.log2(top)) + 2)]
     ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
     ax.minorticks_off()
-    ax.set_xlabel(r"wavelength $\lambda_j = 2\pi/\theta_j$ of the trained pair (tokens)")
+    ax.set_xlabel(
+        r"wavelength $\lambda_j = 2\pi/\theta_j$ of the trained pair (tokens)"
+    )
     ax.set_ylabel(r"interpolation factor $\theta_j / \theta'_j$ (1 = unchanged)")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left")
-    return _finish(fig, f"How each method rescales the {dim // 2} frequencies (d = {dim}, b = {base:,.0f}, s = {factor:g})")
+    return _finish(
+        fig,
+        f"How each method rescales the {dim // 2} frequencies (d = {dim}, b = "
+        f"{base:,.0f}, s = {factor:g})",
+    )
 
 
 __all__ += [
@@ -823,7 +1181,8 @@ __all__ += [
 
 
 def pi_interpolation(distances, score, grid, grid_score, bound) -> Figure:
-    """Position Interpolation's score between trained distances (07_context_extension, eq. ``ext-pi-bound``).
+    """Position Interpolation's score between trained distances (07_context_extension,
+    eq. ``ext-pi-bound``).
 
     Args:
         distances: fractional distances Δ'/s at which the PI score is drawn.
@@ -844,7 +1203,13 @@ def pi_interpolation(distances, score, grid, grid_score, bound) -> Figure:
     line = np.interp(x, gx, gy)
     bnd = np.asarray(bound, dtype=float)
     fig, ax = _new_figure(width=7.2, height=4.2)
-    ax.fill_between(x, line - bnd, line + bnd, color="0.85", label="allowed by the interpolation bound")
+    ax.fill_between(
+        x,
+        line - bnd,
+        line + bnd,
+        color="0.85",
+        label="allowed by the interpolation bound",
+    )
     ax.plot(gx, gy, "k--", lw=1, label="straight line between trained distances")
     ax.plot(x, y, lw=1.6, label="PI score at fractional distances Δ'/s")
     ax.plot(gx, gy, "ko", ms=5, label="scores at trained (integer) distances")
@@ -856,7 +1221,8 @@ def pi_interpolation(distances, score, grid, grid_score, bound) -> Figure:
 
 
 def angle_overshoot(curves, *, first_slow: int) -> Figure:
-    """Largest run angle over largest trained angle, per pair and method (07_context_extension, eq. ``ext-beyond``).
+    """Largest run angle over largest trained angle, per pair and method
+    (07_context_extension, eq. ``ext-beyond``).
 
     Args:
         curves: ``{method name: sequence of (L'-1)θ'_j / ((L-1)θ_j), j = 0..d/2-1}``.
@@ -872,7 +1238,12 @@ def angle_overshoot(curves, *, first_slow: int) -> Figure:
         values = [float(v) for v in values]
         n = len(values)
         ax.plot(range(n), values, marker="o", ms=3, lw=1.3, label=name)
-    ax.axvspan(first_slow - 0.5, n - 0.5, color="0.9", label="slow pairs (no full turn in training)")
+    ax.axvspan(
+        first_slow - 0.5,
+        n - 0.5,
+        color="0.9",
+        label="slow pairs (no full turn in training)",
+    )
     ax.axhline(1.0, color="0.3", ls="--", lw=1, label="largest angle seen in training")
     ax.set_yscale("log")
     low, high = ax.get_ylim()
@@ -887,7 +1258,8 @@ def angle_overshoot(curves, *, first_slow: int) -> Figure:
 
 
 def stale_cache_error(positions, rel_error) -> Figure:
-    """Relative error of a cached key rotated with stale frequencies, by key position (07_context_extension).
+    """Relative error of a cached key rotated with stale frequencies, by key position
+    (07_context_extension).
 
     Args:
         positions: the keys' positions.
@@ -901,11 +1273,14 @@ def stale_cache_error(positions, rel_error) -> Figure:
     ax.set_xlabel("position n of the cached key (tokens)")
     ax.set_ylabel("relative error of the key (unitless)")
     ax.grid(True, alpha=0.3)
-    return _finish(fig, "Dynamic NTK: keys rotated before θ changed drift with their position")
+    return _finish(
+        fig, "Dynamic NTK: keys rotated before θ changed drift with their position"
+    )
 
 
 def yarn_ramps(gamma_paper, gamma_code, *, j_low: int, j_high: int) -> Figure:
-    """YaRN's blend weight γ_j per pair, the paper's ramp in r and the code's ramp in j (07_context_extension).
+    """YaRN's blend weight γ_j per pair, the paper's ramp in r and the code's ramp in j
+    (07_context_extension).
 
     Args:
         gamma_paper: γ(r_j), eq. ``ext-yarn-ramp``.
@@ -917,9 +1292,20 @@ def yarn_ramps(gamma_paper, gamma_code, *, j_low: int, j_high: int) -> Figure:
     """
     fig, ax = _new_figure(width=7.2, height=4.0)
     n = len(gamma_paper)
-    ax.plot(range(n), [float(g) for g in gamma_paper], marker="o", ms=3, label="paper: linear in r_j")
-    ax.plot(range(n), [float(g) for g in gamma_code], marker="s", ms=3,
-            label="code and transformers: linear in j")
+    ax.plot(
+        range(n),
+        [float(g) for g in gamma_paper],
+        marker="o",
+        ms=3,
+        label="paper: linear in r_j",
+    )
+    ax.plot(
+        range(n),
+        [float(g) for g in gamma_code],
+        marker="s",
+        ms=3,
+        label="code and transformers: linear in j",
+    )
     for x in (j_low, j_high):
         ax.axvline(x, color="0.5", ls=":", lw=1)
     ax.set_xlabel("pair index j")
@@ -930,7 +1316,8 @@ def yarn_ramps(gamma_paper, gamma_code, *, j_low: int, j_high: int) -> Figure:
 
 
 def attention_temperature(factors, curves) -> Figure:
-    """Logit multiplier μ² against the scale factor s, one line per rule (07_context_extension).
+    """Logit multiplier μ² against the scale factor s, one line per rule
+    (07_context_extension).
 
     Args:
         factors: scale factors s.
@@ -951,8 +1338,11 @@ def attention_temperature(factors, curves) -> Figure:
     return _finish(fig, "How much each rule sharpens attention")
 
 
-def llama3_bands(wavelengths, factors, *, high_wavelength: float, low_wavelength: float) -> Figure:
-    """Llama 3's three bands: θ_j/θ'_j against λ_j (07_context_extension, eq. ``ext-llama3``).
+def llama3_bands(
+    wavelengths, factors, *, high_wavelength: float, low_wavelength: float
+) -> Figure:
+    """Llama 3's three bands: θ_j/θ'_j against λ_j (07_context_extension, eq.
+    ``ext-llama3``).
 
     Args:
         wavelengths: λ_j of the trained pairs (tokens).
@@ -977,7 +1367,8 @@ def llama3_bands(wavelengths, factors, *, high_wavelength: float, low_wavelength
 
 
 def longrope_factors(short, long, *, first_slow: int) -> Figure:
-    """LongRoPE's per-pair rescale factors, short and long (07_context_extension, eq. ``ext-longrope``).
+    """LongRoPE's per-pair rescale factors, short and long (07_context_extension, eq.
+    ``ext-longrope``).
 
     Args:
         short, long: ρ_j for sequences up to L and beyond it.
@@ -988,8 +1379,20 @@ def longrope_factors(short, long, *, first_slow: int) -> Figure:
     """
     fig, ax = _new_figure(width=7.2, height=4.0)
     n = len(long)
-    ax.plot(range(n), [float(v) for v in long], marker="o", ms=3, label="long factors (ℓ > L)")
-    ax.plot(range(n), [float(v) for v in short], marker="s", ms=3, label="short factors (ℓ ≤ L)")
+    ax.plot(
+        range(n),
+        [float(v) for v in long],
+        marker="o",
+        ms=3,
+        label="long factors (ℓ > L)",
+    )
+    ax.plot(
+        range(n),
+        [float(v) for v in short],
+        marker="s",
+        ms=3,
+        label="short factors (ℓ ≤ L)",
+    )
     ax.axvline(first_slow - 0.5, color="0.4", ls="--", lw=1, label="first slow pair")
     ax.set_xlabel("pair index j")
     ax.set_ylabel("rescale factor ρ_j = θ_j / θ'_j")
@@ -1009,7 +1412,8 @@ def angle_precision(
     max_position: int = 1_000_000,
     cos_in_angle_dtype: bool = False,
 ) -> Figure:
-    """max_j |cos ã_j − cos m·θ_j| against the position m, one line per angle dtype, one panel per base (08_numerics).
+    """max_j |cos ã_j − cos m·θ_j| against the position m, one line per angle
+    dtype, one panel per base (08_numerics).
 
     Solid lines: the error measured by :func:`ropelab.numerics.cos_error` at
     about ``n_positions`` log-spaced positions, with the angle computed in
@@ -1023,24 +1427,56 @@ def angle_precision(
     Args:
         dim: head dimension d (all d/2 pairs are measured).
         bases: frequency bases, one panel each.
-        n_positions, max_position: the position grid (see :func:`ropelab.numerics.log_positions`).
+        n_positions, max_position: the position grid (see
+            :func:`ropelab.numerics.log_positions`).
         cos_in_angle_dtype: round cos to the angle's dtype too (as a model's
             would be) instead of keeping it in float64.
     """
-    dtypes = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-    colours = {"float64": "0.2", "float32": "tab:blue", "float16": "tab:orange", "bfloat16": "tab:red"}
+    dtypes = {
+        "float64": torch.float64,
+        "float32": torch.float32,
+        "float16": torch.float16,
+        "bfloat16": torch.bfloat16,
+    }
+    colours = {
+        "float64": "0.2",
+        "float32": "tab:blue",
+        "float16": "tab:orange",
+        "bfloat16": "tab:red",
+    }
     pos = log_positions(n_positions, max_position)
     x = pos.double().numpy()
-    fig, axes = _new_figure(1, len(bases), width=5.6 * len(bases), height=4.6, sharey=True, squeeze=False)
+    fig, axes = _new_figure(
+        1, len(bases), width=5.6 * len(bases), height=4.6, sharey=True, squeeze=False
+    )
     for ax, base in zip(axes[0], bases):
         for name, dt in dtypes.items():
             cos_dt = dt if cos_in_angle_dtype else torch.float64
             bound = cos_error_bound(pos, dim, base, dt, cos_dtype=cos_dt).numpy()
             if dt != torch.float64:
                 err = cos_error(pos, dim, base, dt, cos_dtype=cos_dt).numpy()
-                ax.plot(x, np.where(err > 0, err, np.nan), color=colours[name], lw=1.6, label=f"{name}, measured")
-            ax.plot(x, bound, color=colours[name], lw=1.0, ls="--", label=f"{name}, bound (num-cosbound)")
-        ax.axvline(65504, color=colours["float16"], ls=":", lw=1.2, label="65,504: largest float16")
+                ax.plot(
+                    x,
+                    np.where(err > 0, err, np.nan),
+                    color=colours[name],
+                    lw=1.6,
+                    label=f"{name}, measured",
+                )
+            ax.plot(
+                x,
+                bound,
+                color=colours[name],
+                lw=1.0,
+                ls="--",
+                label=f"{name}, bound (num-cosbound)",
+            )
+        ax.axvline(
+            65504,
+            color=colours["float16"],
+            ls=":",
+            lw=1.2,
+            label="65,504: largest float16",
+        )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_ylim(1e-17, 10.0)
@@ -1050,7 +1486,11 @@ def angle_precision(
     axes[0][0].set_ylabel(r"max$_j$ |cos ã$_j$ − cos m$\theta_j$| (dimensionless)")
     axes[0][-1].legend(fontsize="x-small", loc="lower right")
     where = "in the angle's dtype" if cos_in_angle_dtype else "in float64"
-    return _finish(fig, f"Error of cos(m·θ_j) when the angle is computed in each dtype (cos taken {where}), d = {dim}")
+    return _finish(
+        fig,
+        "Error of cos(m·θ_j) when the angle is computed in each dtype "
+        f"(cos taken {where}), d = {dim}",
+    )
 
 
 # --- 09_performance -----------------------------------------------------------
@@ -1073,22 +1513,35 @@ def angle_error_sources(positions, curves, *, base: float, dim: int) -> Figure:
     xs = [float(p) for p in positions]
     fig, ax = _new_figure(width=6.8, height=4.6)
     for name, values in curves.items():
-        ys = [float(values)] * len(xs) if isinstance(values, (int, float)) else [float(v) for v in values]
-        ax.plot(xs, ys, lw=1.6, ls="--" if isinstance(values, (int, float)) else "-", label=name)
+        ys = (
+            [float(values)] * len(xs)
+            if isinstance(values, (int, float))
+            else [float(v) for v in values]
+        )
+        ax.plot(
+            xs,
+            ys,
+            lw=1.6,
+            ls="--" if isinstance(values, (int, float)) else "-",
+            label=name,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("position m (tokens)")
     ax.set_ylabel("largest error over the pairs (rad, or unitless for cos)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small", loc="upper left")
-    return _finish(fig, f"Error sources of a float32 table, d = {dim}, base {base:,.0f}")
+    return _finish(
+        fig, f"Error sources of a float32 table, d = {dim}, base {base:,.0f}"
+    )
 
 
 __all__ += ["bench_ratios"]
 
 
 def bench_ratios(results, *, model: bool = True) -> Figure:
-    """Measured time of each method over its memory floor: bars per method and shape, one panel per dtype (09_performance).
+    """Measured time of each method over its memory floor: bars per method and shape,
+    one panel per dtype (09_performance).
 
     The y axis is log scaled. A dashed line marks the floor (1×: ``copy_``,
     which reads and writes the same bytes into a preallocated buffer), a grey
@@ -1115,13 +1568,23 @@ def bench_ratios(results, *, model: bool = True) -> Figure:
     shapes = list(dict.fromkeys(tuple(r["shape"]) for r in rows))
     methods = [m for m in dict.fromkeys(r["method"] for r in rows) if m != "copy_"]
     width = 0.8 / len(shapes)
-    fig, axes = _new_figure(len(dtypes), 1, width=6.8, height=1.6 + 3.4 * len(dtypes), sharex=True,
-                            squeeze=False)
+    fig, axes = _new_figure(
+        len(dtypes),
+        1,
+        width=6.8,
+        height=1.6 + 3.4 * len(dtypes),
+        sharex=True,
+        squeeze=False,
+    )
     for ax, dtype in zip(axes[:, 0], dtypes):
-        table = {(tuple(r["shape"]), r["method"]): r for r in rows if r["dtype"] == dtype}
+        table = {
+            (tuple(r["shape"]), r["method"]): r for r in rows if r["dtype"] == dtype
+        }
         if "hf" in methods:
             i = methods.index("hf")
-            ax.axvspan(i - 0.45, i + 0.45, color="0.88", zorder=0, label="the HF formula")
+            ax.axvspan(
+                i - 0.45, i + 0.45, color="0.88", zorder=0, label="the HF formula"
+            )
         for k, shape in enumerate(shapes):
             xs, ys = [], []
             for j, method in enumerate(methods):
@@ -1131,15 +1594,39 @@ def bench_ratios(results, *, model: bool = True) -> Figure:
                     xs.append(x)
                     ys.append(r["ratio_floor"])
                 elif r is not None:
-                    ax.text(x, 1.15, "skipped", rotation=90, ha="center", va="bottom", color=f"C{k}")
+                    ax.text(
+                        x,
+                        1.15,
+                        "skipped",
+                        rotation=90,
+                        ha="center",
+                        va="bottom",
+                        color=f"C{k}",
+                    )
             ax.bar(xs, ys, width, color=f"C{k}", label=f"shape {shape}", zorder=2)
-        ax.axhline(1.0, color="0.2", ls="--", lw=1.2, label="memory floor (copy_) = 1×", zorder=3)
+        ax.axhline(
+            1.0,
+            color="0.2",
+            ls="--",
+            lw=1.2,
+            label="memory floor (copy_) = 1×",
+            zorder=3,
+        )
         if model:
             ticks = [
-                (j, cost_model(int(shapes[0][-1]), dtype, method=m).ratio_floor) for j, m in enumerate(methods)
+                (j, cost_model(int(shapes[0][-1]), dtype, method=m).ratio_floor)
+                for j, m in enumerate(methods)
             ]
-            ax.scatter([j for j, _ in ticks], [v for _, v in ticks], marker="_", s=400, linewidths=2.5,
-                       color="k", zorder=4, label="cost model: bytes moved / floor")
+            ax.scatter(
+                [j for j, _ in ticks],
+                [v for _, v in ticks],
+                marker="_",
+                s=400,
+                linewidths=2.5,
+                color="k",
+                zorder=4,
+                label="cost model: bytes moved / floor",
+            )
         ax.set_yscale("log")
         ax.set_xticks(range(len(methods)), methods, rotation=35, ha="right")
         ax.set_xlabel("method")
@@ -1148,14 +1635,17 @@ def bench_ratios(results, *, model: bool = True) -> Figure:
         ax.grid(True, axis="y", which="major", alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=2)
-    return _finish(fig, "Time of each method over the memory floor (log scale; lower is better)")
+    return _finish(
+        fig, "Time of each method over the memory floor (log scale; lower is better)"
+    )
 
 
 __all__ += ["cost_bars", "bench_grid"]
 
 
 def cost_bars(methods, *, dim: int = 128, dtype: str = "float32") -> Figure:
-    """Bytes each method reads, writes and allocates per token-head, by the cost model (09_performance).
+    """Bytes each method reads, writes and allocates per token-head, by the cost model
+    (09_performance).
 
     Stacked bars (read, written) against the floor 2·d·s, and a hatched bar
     beside each for the fresh memory it allocates, from
@@ -1174,11 +1664,30 @@ def cost_bars(methods, *, dim: int = 128, dtype: str = "float32") -> Figure:
     floor = 2 * dim * costs[0].itemsize
     fig, ax = _new_figure(width=6.4, height=4.2)
     xs = range(len(costs))
-    ax.bar([x - 0.2 for x in xs], [c.bytes_read / floor for c in costs], 0.4, color="C0", label="read")
-    ax.bar([x - 0.2 for x in xs], [c.bytes_written / floor for c in costs], 0.4,
-           bottom=[c.bytes_read / floor for c in costs], color="C1", label="written")
-    ax.bar([x + 0.2 for x in xs], [c.bytes_allocated / floor for c in costs], 0.4, color="white",
-           edgecolor="C2", hatch="//", label="allocated")
+    ax.bar(
+        [x - 0.2 for x in xs],
+        [c.bytes_read / floor for c in costs],
+        0.4,
+        color="C0",
+        label="read",
+    )
+    ax.bar(
+        [x - 0.2 for x in xs],
+        [c.bytes_written / floor for c in costs],
+        0.4,
+        bottom=[c.bytes_read / floor for c in costs],
+        color="C1",
+        label="written",
+    )
+    ax.bar(
+        [x + 0.2 for x in xs],
+        [c.bytes_allocated / floor for c in costs],
+        0.4,
+        color="white",
+        edgecolor="C2",
+        hatch="//",
+        label="allocated",
+    )
     ax.axhline(1.0, color="0.2", ls="--", lw=1.2, label="the floor 2ds = 1")
     ax.set_xticks(list(xs), list(methods), rotation=35, ha="right")
     ax.set_xlabel("method")
@@ -1189,14 +1698,17 @@ def cost_bars(methods, *, dim: int = 128, dtype: str = "float32") -> Figure:
 
 
 def bench_grid(grid, goals=()) -> Figure:
-    """apply_rotary(..., out=) over copy_ against the sequence length, one line per layout and axis order (09_performance).
+    """apply_rotary(..., out=) over copy_ against the sequence length, one line per
+    layout and axis order (09_performance).
 
     One panel per dtype, log-scaled sequence length; the goals' limits for
     ``copy_`` baselines are drawn as dotted steps at the lengths they cover.
 
     Args:
-        grid: :class:`ropelab.bench.GridResult` objects or their dicts (a ``--json`` file's ``grid``).
-        goals: the goals (dicts with ``shapes``, ``limit``, ``against``, ``dtypes``), optional.
+        grid: :class:`ropelab.bench.GridResult` objects or their dicts
+            (a ``--json`` file's ``grid``).
+        goals: the goals (dicts with ``shapes``, ``limit``, ``against``, ``dtypes``),
+            optional.
     """
     from dataclasses import asdict, is_dataclass
 
@@ -1205,21 +1717,40 @@ def bench_grid(grid, goals=()) -> Figure:
     if not rows:
         raise ValueError("grid has no results against copy_")
     dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
-    fig, axes = _new_figure(1, len(dtypes), width=1.0 + 3.4 * len(dtypes), height=4.2, sharey=True,
-                            squeeze=False)
+    fig, axes = _new_figure(
+        1,
+        len(dtypes),
+        width=1.0 + 3.4 * len(dtypes),
+        height=4.2,
+        sharey=True,
+        squeeze=False,
+    )
     names = {"heads": "(b, h, s, d)", "positions": "(b, s, h, d)"}
     for ax, dtype in zip(axes[0], dtypes):
-        series = dict.fromkeys((r["layout"], r["order"]) for r in rows if r["dtype"] == dtype)
+        series = dict.fromkeys(
+            (r["layout"], r["order"]) for r in rows if r["dtype"] == dtype
+        )
         for k, (layout, order) in enumerate(series):
-            pts = sorted((r["shape"][2], r["ratio"]) for r in rows
-                         if (r["dtype"], r["layout"], r["order"]) == (dtype, layout, order))
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="os^v"[k % 4], color=f"C{k}",
-                    ls="-" if order == "heads" else "--", label=f"{layout}, {names.get(order, order)}")
+            pts = sorted(
+                (r["shape"][2], r["ratio"])
+                for r in rows
+                if (r["dtype"], r["layout"], r["order"]) == (dtype, layout, order)
+            )
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                marker="os^v"[k % 4],
+                color=f"C{k}",
+                ls="-" if order == "heads" else "--",
+                label=f"{layout}, {names.get(order, order)}",
+            )
         for g in goals:
             if g.get("against") == "copy_" and dtype in g.get("dtypes", ()):
                 for shape in g["shapes"]:
                     s = shape[2]
-                    ax.plot([s / 1.6, s * 1.6], [g["limit"]] * 2, color="0.3", ls=":", lw=2)
+                    ax.plot(
+                        [s / 1.6, s * 1.6], [g["limit"]] * 2, color="0.3", ls=":", lw=2
+                    )
         ax.axhline(1.0, color="0.2", ls="--", lw=1)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("sequence length S (tokens)")
@@ -1244,7 +1775,8 @@ def patch_score_maps(
     query_xy: tuple[int, int] = (8, 8),
     layout: str = "half_split",
 ) -> Figure:
-    """Scores of one query patch against every key patch of a grid, one heatmap per 2D RoPE variant (10_multi_axis).
+    """Scores of one query patch against every key patch of a grid, one heatmap per 2D
+    RoPE variant (10_multi_axis).
 
     The same q sits at ``query_xy`` and the same k at every patch of a
     ``rows`` × ``cols`` grid; each panel shows ⟨R_p q, R_p' k⟩ over the key
@@ -1264,32 +1796,64 @@ def patch_score_maps(
         raise ValueError("theta_xys must name at least one set of frequencies")
     qx, qy = query_xy
     if not (0 <= qx < cols and 0 <= qy < rows):
-        raise ValueError(f"query_xy must lie on the {rows} x {cols} grid, got {query_xy}")
+        raise ValueError(
+            f"query_xy must lie on the {rows} x {cols} grid, got {query_xy}"
+        )
     keys = grid_positions(rows, cols, device=q.device)
     query = torch.tensor([[qx, qy]], device=q.device)
-    fig, axes = _new_figure(1, len(theta_xys), width=4.6 * len(theta_xys) + 0.6, height=4.4, squeeze=False)
+    fig, axes = _new_figure(
+        1, len(theta_xys), width=4.6 * len(theta_xys) + 0.6, height=4.4, squeeze=False
+    )
     for ax, (name, theta_xy) in zip(axes[0], theta_xys.items()):
-        s = rope_scores_2d(q[None], k.expand(rows * cols, -1), query, keys, theta_xy.to(q.device), layout=layout)
+        s = rope_scores_2d(
+            q[None],
+            k.expand(rows * cols, -1),
+            query,
+            keys,
+            theta_xy.to(q.device),
+            layout=layout,
+        )
         grid = s.detach().to("cpu", torch.float64).reshape(rows, cols)
         vmax = float(grid.abs().max())
         image = ax.imshow(grid.numpy(), cmap="RdBu_r", vmin=-vmax, vmax=vmax)
-        ax.plot([qx], [qy], marker="x", color="k", ms=8, mew=2, linestyle="none", label="query patch")
-        fig.colorbar(image, ax=ax, shrink=0.8, label="score ⟨R_p q, R_p' k⟩ (dimensionless)")
+        ax.plot(
+            [qx],
+            [qy],
+            marker="x",
+            color="k",
+            ms=8,
+            mew=2,
+            linestyle="none",
+            label="query patch",
+        )
+        fig.colorbar(
+            image, ax=ax, shrink=0.8, label="score ⟨R_p q, R_p' k⟩ (dimensionless)"
+        )
         ax.set_xlabel("key column x' (patches)")
         ax.set_ylabel("key row y' (patches)")
         ax.set_title(name, fontsize="medium")
         ax.legend(loc="upper right", fontsize="small")
-    return _finish(fig, f"Scores of one query patch against a {rows} × {cols} grid of keys (d = {q.shape[-1]})")
+    return _finish(
+        fig,
+        f"Scores of one query patch against a {rows} × {cols} grid of keys "
+        f"(d = {q.shape[-1]})",
+    )
 
 
 # --- 01_frequencies: one figure per section ---------------------------------
 
-__all__ += ["sinusoidal_encoding", "frequency_ladder", "angle_sawtooth", "wavelength_bars"]
+__all__ += [
+    "sinusoidal_encoding",
+    "frequency_ladder",
+    "angle_sawtooth",
+    "wavelength_bars",
+]
 __all__ += ["full_turn_count"]
 
 
 def sinusoidal_encoding(d_model: int = 64, n_positions: int = 128) -> Figure:
-    """The Transformer's sinusoidal encoding PE(m, c) as a heatmap (01_frequencies, eq. ``freq-sinusoidal``).
+    """The Transformer's sinusoidal encoding PE(m, c) as a heatmap
+    (01_frequencies, eq. ``freq-sinusoidal``).
 
     Rows are positions m, columns channels c; channel 2i holds sin(m·θ_i) and
     2i + 1 holds cos(m·θ_i), θ_i = 10000^(−2i/d). The left columns change
@@ -1302,7 +1866,14 @@ def sinusoidal_encoding(d_model: int = 64, n_positions: int = 128) -> Figure:
     pe = torch.empty(n_positions, d_model, dtype=torch.float64)
     pe[:, 0::2], pe[:, 1::2] = torch.sin(m * theta), torch.cos(m * theta)
     fig, ax = _new_figure(width=6.4, height=4.4)
-    image = ax.imshow(pe.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    image = ax.imshow(
+        pe.numpy(),
+        aspect="auto",
+        cmap="RdBu_r",
+        vmin=-1,
+        vmax=1,
+        interpolation="nearest",
+    )
     fig.colorbar(image, ax=ax, shrink=0.9, label="PE(m, c) (unitless)")
     ax.set_xlabel("channel c (sin at even c, cos at odd c)")
     ax.set_ylabel("position m (tokens)")
@@ -1310,7 +1881,8 @@ def sinusoidal_encoding(d_model: int = 64, n_positions: int = 128) -> Figure:
 
 
 def frequency_ladder(dim: int = 128, bases: tuple[float, ...] = (1e4, 5e5)) -> Figure:
-    """θ_j against the pair index, the code's 0-based j below and RoFormer's 1-based j above (01_frequencies).
+    """θ_j against the pair index, the code's 0-based j below and RoFormer's 1-based j
+    above (01_frequencies).
 
     A log y axis turns the geometric ladder θ_j = b^(−2j/d) into straight
     lines from θ_0 = 1; the top axis relabels the same points with the
@@ -1323,8 +1895,13 @@ def frequency_ladder(dim: int = 128, bases: tuple[float, ...] = (1e4, 5e5)) -> F
     fig, ax = _new_figure(width=6.4, height=4.2)
     j = list(range(dim // 2))
     for base in bases:
-        ax.plot(j, inv_freq(dim, base, dtype=torch.float64).tolist(), marker=".", ms=4,
-                label=f"base b = {base:,.0f}")
+        ax.plot(
+            j,
+            inv_freq(dim, base, dtype=torch.float64).tolist(),
+            marker=".",
+            ms=4,
+            label=f"base b = {base:,.0f}",
+        )
     ax.set_yscale("log")
     ax.set_xlabel(r"pair index $j$ in the code (0-based): $\theta_j = b^{-2j/d}$")
     ax.set_ylabel(r"frequency $\theta_j$ (radians per token)")
@@ -1335,9 +1912,14 @@ def frequency_ladder(dim: int = 128, bases: tuple[float, ...] = (1e4, 5e5)) -> F
     return _finish(fig, f"The frequency ladder, d = {dim}")
 
 
-def angle_sawtooth(dim: int = 128, pairs: tuple[int, ...] = (0, 8, 16, 32), n_positions: int = 64,
-                   base: float = 10000.0) -> Figure:
-    """The angle m·θ_j modulo 2π against the position m for a few pairs j (01_frequencies, eq. ``angles``).
+def angle_sawtooth(
+    dim: int = 128,
+    pairs: tuple[int, ...] = (0, 8, 16, 32),
+    n_positions: int = 64,
+    base: float = 10000.0,
+) -> Figure:
+    """The angle m·θ_j modulo 2π against the position m for a few pairs j
+    (01_frequencies, eq. ``angles``).
 
     Each pair's angle grows linearly; a fast pair wraps around the circle
     many times (a sawtooth), a slow one hardly leaves 0.
@@ -1353,8 +1935,17 @@ def angle_sawtooth(dim: int = 128, pairs: tuple[int, ...] = (0, 8, 16, 32), n_po
     fig, ax = _new_figure(width=7.2, height=4.0)
     for j in pairs:
         wrapped = torch.remainder(phi[:, j], 2 * math.pi)
-        ax.plot(pos.numpy(), wrapped.numpy(), marker=".", ms=4, lw=1.0,
-                label=rf"pair $j = {j}$, $\theta_{{{j}}}$ = {float(phi[1, j]):.3g} rad/token")
+        ax.plot(
+            pos.numpy(),
+            wrapped.numpy(),
+            marker=".",
+            ms=4,
+            lw=1.0,
+            label=(
+                rf"pair $j = {j}$, $\theta_{{{j}}}$ = "
+                rf"{float(phi[1, j]):.3g} rad/token"
+            ),
+        )
     ax.set_ylim(-0.2, 2 * math.pi + 0.2)
     ax.set_yticks([0, math.pi, 2 * math.pi], ["0", "π", "2π"])
     ax.set_xlabel("position m (tokens)")
@@ -1363,9 +1954,13 @@ def angle_sawtooth(dim: int = 128, pairs: tuple[int, ...] = (0, 8, 16, 32), n_po
     return _finish(fig, f"Rotation angles of four pairs, d = {dim}, base {base:,.0f}")
 
 
-def wavelength_bars(dim: int = 128, base: float = 10000.0,
-                    contexts: tuple[int, ...] = (2048, 8192, 32768)) -> Figure:
-    """Every pair's wavelength λ_j = 2π/θ_j on a log axis, with context lengths marked (01_frequencies).
+def wavelength_bars(
+    dim: int = 128,
+    base: float = 10000.0,
+    contexts: tuple[int, ...] = (2048, 8192, 32768),
+) -> Figure:
+    """Every pair's wavelength λ_j = 2π/θ_j on a log axis, with context lengths
+    marked (01_frequencies).
 
     The bars run from λ_0 = 2π to λ_{d/2−1} = 2π·b^{(d−2)/d} (eqs.
     ``wavelength``, ``freq-extremes``); a pair whose bar stays below a
@@ -1383,12 +1978,16 @@ def wavelength_bars(dim: int = 128, base: float = 10000.0,
     ax.set_ylabel(r"wavelength $\lambda_j$ (tokens per turn)")
     ax.grid(True, axis="y", which="major", alpha=0.3)
     ax.legend(loc="upper left")
-    return _finish(fig, f"Wavelengths of the {dim // 2} pairs, d = {dim}, base {base:,.0f}")
+    return _finish(
+        fig, f"Wavelengths of the {dim // 2} pairs, d = {dim}, base {base:,.0f}"
+    )
 
 
-def full_turn_count(dim: int = 128, bases: tuple[float, ...] = (1e4, 5e5),
-                    max_len: int = 2**20) -> Figure:
-    """N(L), the number of pairs with λ_j ≤ L, against the context length L (01_frequencies, eq. ``freq-fullturn``).
+def full_turn_count(
+    dim: int = 128, bases: tuple[float, ...] = (1e4, 5e5), max_len: int = 2**20
+) -> Figure:
+    """N(L), the number of pairs with λ_j ≤ L, against the context length L
+    (01_frequencies, eq. ``freq-fullturn``).
 
     Counted directly from the wavelengths at each L; a staircase that climbs
     by one pair every time L passes a wavelength, up to d/2.
@@ -1403,7 +2002,9 @@ def full_turn_count(dim: int = 128, bases: tuple[float, ...] = (1e4, 5e5),
         lam = wavelengths(dim, base).numpy()
         counts = (lam[None, :] <= lengths[:, None]).sum(1)
         ax.step(lengths, counts, where="post", label=f"base b = {base:,.0f}")
-    ax.axhline(dim // 2, color="0.5", ls=":", lw=1.0, label=f"all d/2 = {dim // 2} pairs")
+    ax.axhline(
+        dim // 2, color="0.5", ls=":", lw=1.0, label=f"all d/2 = {dim // 2} pairs"
+    )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length L (tokens)")
     ax.set_ylabel(r"pairs with $\lambda_j \leq L$, $N(L)$")
@@ -1417,9 +2018,17 @@ def full_turn_count(dim: int = 128, bases: tuple[float, ...] = (1e4, 5e5),
 __all__ += ["shift_invariance"]
 
 
-def shift_invariance(q: complex = complex(1.0, 0.3), k: complex = complex(0.6, 0.7), *,
-                     theta: float = 0.35, m: int = 2, n: int = 5, shift: int = 3) -> Figure:
-    """q at position m and k at n, then both moved by ``shift``: the angle between them stays (02_complex_rotation).
+def shift_invariance(
+    q: complex = complex(1.0, 0.3),
+    k: complex = complex(0.6, 0.7),
+    *,
+    theta: float = 0.35,
+    m: int = 2,
+    n: int = 5,
+    shift: int = 3,
+) -> Figure:
+    """q at position m and k at n, then both moved by ``shift``: the angle between them
+    stays (02_complex_rotation).
 
     Left: f(q, m) = q·e^{imθ} and f(k, n) = k·e^{inθ} with the arc of the
     angle between them. Right: the same at m + s and n + s. Both pairs turn
@@ -1434,18 +2043,38 @@ def shift_invariance(q: complex = complex(1.0, 0.3), k: complex = complex(0.6, 0
     for ax, s in zip(axes, (0, shift)):
         fq = q * cmath.exp(1j * (m + s) * theta)
         fk = k * cmath.exp(1j * (n + s) * theta)
-        for z, name, colour in ((fq, f"q at m = {m + s}", "tab:blue"), (fk, f"k at n = {n + s}", "tab:orange")):
-            ax.annotate("", xy=(z.real, z.imag), xytext=(0, 0),
-                        arrowprops=dict(arrowstyle="-|>", color=colour, lw=2, shrinkA=0, shrinkB=0))
+        for z, name, colour in (
+            (fq, f"q at m = {m + s}", "tab:blue"),
+            (fk, f"k at n = {n + s}", "tab:orange"),
+        ):
+            ax.annotate(
+                "",
+                xy=(z.real, z.imag),
+                xytext=(0, 0),
+                arrowprops=dict(
+                    arrowstyle="-|>", color=colour, lw=2, shrinkA=0, shrinkB=0
+                ),
+            )
             ax.plot([], [], color=colour, lw=2, label=name)
         a0, a1 = cmath.phase(fq), cmath.phase(fk)
         a1 = a0 + math.remainder(a1 - a0, 2 * math.pi)
         r = 0.35 * min(abs(q), abs(k))
         ts = [a0 + (a1 - a0) * t / 40 for t in range(41)]
-        ax.plot([r * math.cos(t) for t in ts], [r * math.sin(t) for t in ts], color="0.3", lw=1.2)
+        ax.plot(
+            [r * math.cos(t) for t in ts],
+            [r * math.sin(t) for t in ts],
+            color="0.3",
+            lw=1.2,
+        )
         score = (fq * fk.conjugate()).real
-        ax.text(0.03, 0.03, f"angle = {abs(a1 - a0):.3f} rad\nscore = {score:.3f}",
-                transform=ax.transAxes, fontsize=10, va="bottom")
+        ax.text(
+            0.03,
+            0.03,
+            f"angle = {abs(a1 - a0):.3f} rad\nscore = {score:.3f}",
+            transform=ax.transAxes,
+            fontsize=10,
+            va="bottom",
+        )
         ax.axhline(0, color="0.85", lw=0.8, zorder=0)
         ax.axvline(0, color="0.85", lw=0.8, zorder=0)
         ax.set_xlim(-lim, lim)
@@ -1455,7 +2084,10 @@ def shift_invariance(q: complex = complex(1.0, 0.3), k: complex = complex(0.6, 0
         ax.set_ylabel("second channel (input units)")
         ax.set_title("as placed" if s == 0 else f"both shifted by s = {s}")
         ax.legend(loc="upper left", fontsize=9)
-    return _finish(fig, f"Shifting both positions turns both vectors by sθ (θ = {theta} rad/token)")
+    return _finish(
+        fig,
+        f"Shifting both positions turns both vectors by sθ (θ = {theta} rad/token)",
+    )
 
 
 # --- 05_cache_and_decoding: what a bfloat16 cast does to the tables -----------
@@ -1463,8 +2095,11 @@ def shift_invariance(q: complex = complex(1.0, 0.3), k: complex = complex(0.6, 0
 __all__ += ["table_error"]
 
 
-def table_error(positions, errors: dict, *, ylabel: str = "max |cos error| over channels") -> Figure:
-    """The largest error of a cos table per position, one line per implementation (05_cache_and_decoding).
+def table_error(
+    positions, errors: dict, *, ylabel: str = "max |cos error| over channels"
+) -> Figure:
+    """The largest error of a cos table per position, one line per implementation
+    (05_cache_and_decoding).
 
     Args:
         positions: 1-D positions (tokens).
@@ -1481,7 +2116,9 @@ def table_error(positions, errors: dict, *, ylabel: str = "max |cos error| over 
     for name, err in errors.items():
         e = torch.as_tensor(err, dtype=torch.float64).cpu().numpy()
         if e.shape != pos.shape:
-            raise ValueError(f"errors[{name!r}] has shape {e.shape}, positions {pos.shape}")
+            raise ValueError(
+                f"errors[{name!r}] has shape {e.shape}, positions {pos.shape}"
+            )
         ax.plot(pos, np.maximum(e, floor), lw=1.0, label=name)
     ax.axhline(2.0, color="0.4", ls=":", lw=1.0, label="2, the largest possible")
     ax.set_yscale("log")
@@ -1561,7 +2198,8 @@ def variant_decay(
 
 
 def relative_position_maps(maps: dict) -> Figure:
-    """Relative position ρ(m, n) per method, causal part, one heatmap each (chapter 13).
+    """Relative position ρ(m, n) per method, causal part, one heatmap each
+    (chapter 13).
 
     Args:
         maps: title -> ``(seq, seq)`` real matrix ρ(m, n).
@@ -1573,9 +2211,10 @@ def relative_position_maps(maps: dict) -> Figure:
     vmax = max(float(m.max()) for m in maps.values())
     ncols = min(2, len(maps))
     nrows = -(-len(maps) // ncols)
-    fig, axes = _new_figure(nrows, ncols, width=MAX_WIDTH, height=3.1 * nrows + 0.6,
-                            squeeze=False)
-    for ax in axes.flat[len(maps):]:
+    fig, axes = _new_figure(
+        nrows, ncols, width=MAX_WIDTH, height=3.1 * nrows + 0.6, squeeze=False
+    )
+    for ax in axes.flat[len(maps) :]:
         ax.set_visible(False)
     for ax, (name, rho) in zip(axes.flat, maps.items()):
         r = rho.detach().to("cpu", torch.float64)
@@ -1624,7 +2263,8 @@ def layer_plans(plans: dict) -> Figure:
 
 
 def triton_programs(n_rows: int = 16, n_heads: int = 4, block_rows: int = 4) -> Figure:
-    """Which program of the Triton kernel rotates which (token, head) row (14_triton_kernel).
+    """Which program of the Triton kernel rotates which (token, head) row
+    (14_triton_kernel).
 
     One program takes a block of ``block_rows`` tokens and loops over every
     head, so its cos/sin rows are loaded once and used ``n_heads`` times.
@@ -1638,16 +2278,23 @@ def triton_programs(n_rows: int = 16, n_heads: int = 4, block_rows: int = 4) -> 
     """
     import numpy as np
 
-    fig, (ax, ax_t) = _new_figure(1, 2, width=6.4, height=3.4,
-                                  gridspec_kw={"width_ratios": [3, 1]})
+    fig, (ax, ax_t) = _new_figure(
+        1, 2, width=6.4, height=3.4, gridspec_kw={"width_ratios": [3, 1]}
+    )
     n_prog = -(-n_rows // block_rows)
     grid = np.repeat(np.arange(n_rows) // block_rows, n_heads).reshape(n_rows, n_heads)
     cmap = plt.get_cmap("tab10", max(n_prog, 2))
     ax.imshow(grid, cmap=cmap, aspect="auto", vmin=-0.5, vmax=max(n_prog, 2) - 0.5)
     for p in range(n_prog):
         y = p * block_rows + (min(block_rows, n_rows - p * block_rows) - 1) / 2
-        ax.text(n_heads - 0.5 + 0.05, y, f" program {p}", va="center", fontsize="small",
-                clip_on=False)
+        ax.text(
+            n_heads - 0.5 + 0.05,
+            y,
+            f" program {p}",
+            va="center",
+            fontsize="small",
+            clip_on=False,
+        )
     ax.set_xticks(range(n_heads))
     ax.set_yticks(range(0, n_rows, block_rows))
     for r in range(1, n_rows):
@@ -1658,7 +2305,9 @@ def triton_programs(n_rows: int = 16, n_heads: int = 4, block_rows: int = 4) -> 
     ax.set_ylabel("token (row of x)")
     ax.set_title("one program per block of tokens")
     loads = np.ones(n_rows)
-    ax_t.barh(np.arange(n_rows), loads, color=[cmap(r // block_rows) for r in range(n_rows)])
+    ax_t.barh(
+        np.arange(n_rows), loads, color=[cmap(r // block_rows) for r in range(n_rows)]
+    )
     ax_t.set_ylim(n_rows - 0.5, -0.5)
     ax_t.set_xlim(0, n_heads)
     ax_t.set_xlabel("loads of each\ncos/sin row")
@@ -1668,7 +2317,8 @@ def triton_programs(n_rows: int = 16, n_heads: int = 4, block_rows: int = 4) -> 
 
 
 def kernel_traffic(rows: dict[str, dict[str, float]], *, floor: float) -> Figure:
-    """Bytes per token-head that each implementation moves, by what they carry (14_triton_kernel).
+    """Bytes per token-head that each implementation moves, by what they carry
+    (14_triton_kernel).
 
     Args:
         rows: ``{implementation: {part: bytes per token-head}}``, e.g.
@@ -1688,7 +2338,6 @@ def kernel_traffic(rows: dict[str, dict[str, float]], *, floor: float) -> Figure
     ax.set_xlabel("bytes per token-head")
     ax.legend(fontsize="small", loc="lower right")
     return _finish(fig, "Bytes asked for, per token-head")
-
 
 
 # --- 12_positions_in_practice ---------------------------------------------
@@ -1758,9 +2407,15 @@ def rerotation_drift(shifts, errors: dict) -> Figure:
         y = [float(e) for e in err]
         if len(y) != len(x):
             raise ValueError(
-                f"errors[{name!r}] has {len(y)} values for {len(x)} shifts")
-        ax.plot(x, [max(v, 1e-12) for v in y], marker=markers[i % len(markers)], ms=4,
-                label=name)
+                f"errors[{name!r}] has {len(y)} values for {len(x)} shifts"
+            )
+        ax.plot(
+            x,
+            [max(v, 1e-12) for v in y],
+            marker=markers[i % len(markers)],
+            ms=4,
+            label=name,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("number of one-token shifts applied to the cache")
@@ -1793,11 +2448,18 @@ def dynamic_ntk_scores(key_positions, scores: dict, *, original_max: int) -> Fig
     for i, (name, s) in enumerate(items):
         ax_s.plot(pos, s.numpy(), ls=styles[i % 4], lw=1.2, label=name)
         if i:
-            ax_d.plot(pos, (s - ref).numpy(), ls=styles[i % 4], lw=1.2, color=f"C{i}",
-                      label=name)
+            ax_d.plot(
+                pos,
+                (s - ref).numpy(),
+                ls=styles[i % 4],
+                lw=1.2,
+                color=f"C{i}",
+                label=name,
+            )
     for ax in (ax_s, ax_d):
-        ax.axvline(original_max - 0.5, color="0.3", ls="--", lw=1,
-                   label=f"L = {original_max}")
+        ax.axvline(
+            original_max - 0.5, color="0.3", ls="--", lw=1, label=f"L = {original_max}"
+        )
         ax.grid(True, alpha=0.3)
     ax_d.set_xlabel("key position n (tokens)")
     fig.legend(*ax_s.get_legend_handles_labels(), loc="outside lower center", ncols=2)
@@ -1811,7 +2473,8 @@ def dynamic_ntk_scores(key_positions, scores: dict, *, original_max: int) -> Fig
 def layout_scores(
     right, wrong, *, labels: tuple[str, str] = ("right layout", "wrong layout")
 ) -> Figure:
-    """One head's causal scores under the rope type its rows were made for, and the other.
+    """One head's causal scores under the rope type its rows were made for, and the
+    other.
 
     12_positions_in_practice. Two heatmaps on one colour scale; the upper
     triangle (future keys) is left blank.
@@ -1823,14 +2486,20 @@ def layout_scores(
     a = torch.as_tensor(right).detach().cpu().double()
     b = torch.as_tensor(wrong).detach().cpu().double()
     if a.ndim != 2 or a.shape != b.shape or a.shape[0] != a.shape[1]:
-        raise ValueError(f"right and wrong must be square score matrices of one shape, "
-                         f"got {tuple(a.shape)} and {tuple(b.shape)}")
+        raise ValueError(
+            f"right and wrong must be square score matrices of one shape, "
+            f"got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
     future = torch.ones_like(a, dtype=torch.bool).triu(1)
     vmax = float(max(a.abs().max(), b.abs().max())) or 1.0
     fig, axes = _new_figure(1, 2, width=MAX_WIDTH, height=3.9, sharey=True)
     for ax, data, title in zip(axes, (a, b), labels):
-        image = ax.imshow(data.masked_fill(future, float("nan")).numpy(), cmap="RdBu_r",
-                          vmin=-vmax, vmax=vmax)
+        image = ax.imshow(
+            data.masked_fill(future, float("nan")).numpy(),
+            cmap="RdBu_r",
+            vmin=-vmax,
+            vmax=vmax,
+        )
         ax.set_title(title, fontsize="medium")
         ax.set_xlabel("key position n (tokens)")
     axes[0].set_ylabel("query position m (tokens)")
@@ -1844,7 +2513,8 @@ __all__ += ["toy_attention", "attention_entropy_by_length", "extrapolation_accur
 
 
 def toy_attention(maps: dict, *, value_positions: dict, train_len: int) -> Figure:
-    """The toy decoder's attention for one sequence per length: the previous-token head and the query's row (11).
+    """The toy decoder's attention for one sequence per length: the previous-token head
+    and the query's row (11).
 
     One row of panels per length. Left: the first layer's head that attends
     one position back, as a heatmap over the last ``train_len`` query and key
@@ -1853,13 +2523,16 @@ def toy_attention(maps: dict, *, value_positions: dict, train_len: int) -> Figur
     position marked.
 
     Args:
-        maps: length -> ``(layer1, layer2)``, each ``(heads, seq, seq)`` attention weights.
+        maps: length -> ``(layer1, layer2)``, each ``(heads, seq, seq)`` attention
+            weights.
         value_positions: length -> the value's position in that sequence.
         train_len: the training length L (marked on the right panels).
     """
     import torch
 
-    fig, axes = _new_figure(len(maps), 2, width=MAX_WIDTH, height=3.3 * len(maps) + 0.4, squeeze=False)
+    fig, axes = _new_figure(
+        len(maps), 2, width=MAX_WIDTH, height=3.3 * len(maps) + 0.4, squeeze=False
+    )
     for (left, right), (length, (first, second)) in zip(axes, maps.items()):
         first = first.detach().to("cpu", torch.float64)
         second = second.detach().to("cpu", torch.float64)
@@ -1868,26 +2541,38 @@ def toy_attention(maps: dict, *, value_positions: dict, train_len: int) -> Figur
         window = first[head, -train_len:, -train_len:]
         start = length - train_len
         extent = (start - 0.5, length - 0.5, length - 0.5, start - 0.5)
-        image = left.imshow(window.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, extent=extent)
+        image = left.imshow(
+            window.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, extent=extent
+        )
         fig.colorbar(image, ax=left, shrink=0.85, label="attention weight")
         left.set_xlabel("key position n (tokens)")
         left.set_ylabel("query position m (tokens)")
         left.set_title(f"layer 1, head {head}, length {length}")
         for h in range(second.shape[0]):
-            right.plot(range(length), second[h, -1].numpy(), label=f"head {h}", linewidth=1.0)
+            right.plot(
+                range(length), second[h, -1].numpy(), label=f"head {h}", linewidth=1.0
+            )
         right.axvline(value_positions[length], color="k", linestyle=":", label="value")
         if length > train_len:
-            right.axvspan(-0.5, length - train_len - 0.5, color="0.9", label=f"> L = {train_len} back")
+            right.axvspan(
+                -0.5,
+                length - train_len - 0.5,
+                color="0.9",
+                label=f"> L = {train_len} back",
+            )
         right.set_xlabel("key position n (tokens)")
         right.set_ylabel("attention weight")
         right.set_title(f"layer 2, the query's row, length {length}")
         right.set_ylim(0.0, 1.05)
         right.legend(loc="upper right")
-    return _finish(fig, "Where the trained model looks, at its training length and beyond")
+    return _finish(
+        fig, "Where the trained model looks, at its training length and beyond"
+    )
 
 
 def attention_entropy_by_length(lengths, entropies: dict) -> Figure:
-    """Mean attention entropy of the query's row against sequence length, with log n for uniform attention (11).
+    """Mean attention entropy of the query's row against sequence length, with log n for
+    uniform attention (11).
 
     Args:
         lengths: the sequence lengths (tokens).
@@ -1899,7 +2584,13 @@ def attention_entropy_by_length(lengths, entropies: dict) -> Figure:
     lengths = list(lengths)
     for label, values in entropies.items():
         ax.plot(lengths, list(values), marker="o", label=label)
-    ax.plot(lengths, [math.log(n) for n in lengths], color="0.5", linestyle="--", label="uniform, log n")
+    ax.plot(
+        lengths,
+        [math.log(n) for n in lengths],
+        color="0.5",
+        linestyle="--",
+        label="uniform, log n",
+    )
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [str(n) for n in lengths])
     ax.set_xlabel("sequence length n (tokens)")
@@ -1908,32 +2599,56 @@ def attention_entropy_by_length(lengths, entropies: dict) -> Figure:
     return _finish(fig, "Attention spreads out beyond the training length")
 
 
-def extrapolation_accuracy(results, *, methods=None, train_len: int, title: str) -> Figure:
-    """Accuracy against length for each method, without and with fine-tuning, side by side (11).
+def extrapolation_accuracy(
+    results, *, methods=None, train_len: int, title: str
+) -> Figure:
+    """Accuracy against length for each method, without and with fine-tuning, side by
+    side (11).
 
     Args:
-        results: rows as in ``ropelab.extrapolate`` (method, finetune_steps, length, accuracy).
+        results: rows as in ``ropelab.extrapolate`` (method, finetune_steps, length,
+            accuracy).
         methods: the method names to draw, in order (default: all, in first-seen order).
         train_len: the training length L (a dotted line).
         title: the figure's title.
     """
-    names = list(dict.fromkeys(r["method"] for r in results)) if methods is None else list(methods)
+    names = (
+        list(dict.fromkeys(r["method"] for r in results))
+        if methods is None
+        else list(methods)
+    )
     steps = sorted({r["finetune_steps"] for r in results})
-    fig, axes = _new_figure(1, len(steps), width=MAX_WIDTH, height=4.6, sharey=True, squeeze=False)
+    fig, axes = _new_figure(
+        1, len(steps), width=MAX_WIDTH, height=4.6, sharey=True, squeeze=False
+    )
     for ax, n_steps in zip(axes[0], steps):
         for i, name in enumerate(names):
-            rows = sorted((r for r in results if r["method"] == name and r["finetune_steps"] == n_steps),
-                          key=lambda r: r["length"])
+            rows = sorted(
+                (
+                    r
+                    for r in results
+                    if r["method"] == name and r["finetune_steps"] == n_steps
+                ),
+                key=lambda r: r["length"],
+            )
             if rows:  # a marker and dash per method: lines that coincide stay apart
-                ax.plot([r["length"] for r in rows], [r["accuracy"] for r in rows], label=name,
-                        marker="osD^vPX*"[i % 8], linestyle=("-", "--", "-.", ":")[i % 4], alpha=0.85)
+                ax.plot(
+                    [r["length"] for r in rows],
+                    [r["accuracy"] for r in rows],
+                    label=name,
+                    marker="osD^vPX*"[i % 8],
+                    linestyle=("-", "--", "-.", ":")[i % 4],
+                    alpha=0.85,
+                )
         lengths = sorted({r["length"] for r in results})
         ax.axvline(train_len, color="0.5", linestyle=":", label=f"L = {train_len}")
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths, [str(n) for n in lengths])
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("evaluation length (tokens)")
-        ax.set_title("no fine-tuning" if n_steps == 0 else f"after {n_steps} fine-tuning steps")
+        ax.set_title(
+            "no fine-tuning" if n_steps == 0 else f"after {n_steps} fine-tuning steps"
+        )
     axes[0][0].set_ylabel("accuracy (fraction of answers right)")
     handles, labels = axes[0][-1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=4)

@@ -1,4 +1,5 @@
-"""Context extension: how each published method rescales θ_j (chapter 07_context_extension).
+"""Context extension: how each published method rescales θ_j (chapter
+07_context_extension).
 
 A registry maps a ``rope_type`` to a pure function ``(dim, base, params,
 seq_len, dtype) -> (inv_freq, attention_scaling)``, in the manner of
@@ -40,7 +41,9 @@ __all__ = [
     "pairs_beyond_training",
 ]
 
-RopeFn = Callable[[int, float, Mapping[str, Any], "int | None", torch.dtype], "tuple[Tensor, float]"]
+RopeFn = Callable[
+    [int, float, Mapping[str, Any], "int | None", torch.dtype], "tuple[Tensor, float]"
+]
 
 # keys every type accepts
 _COMMON = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
@@ -56,7 +59,9 @@ class _Spec:
 _REGISTRY: dict[str, _Spec] = {}
 
 
-def _register(name: str, required: set[str] = frozenset(), optional: set[str] = frozenset()):
+def _register(
+    name: str, required: set[str] = frozenset(), optional: set[str] = frozenset()
+):
     def wrap(fn: RopeFn) -> RopeFn:
         _REGISTRY[name] = _Spec(fn, frozenset(required), frozenset(optional))
         return fn
@@ -66,8 +71,14 @@ def _register(name: str, required: set[str] = frozenset(), optional: set[str] = 
 
 def _factor(params: Mapping[str, Any], rope_type: str) -> float:
     factor = params.get("factor")
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor >= 1.0:
-        raise ValueError(f"scaling['factor'] must be a number >= 1 for {rope_type!r}, got {factor!r}")
+    if (
+        isinstance(factor, bool)
+        or not isinstance(factor, (int, float))
+        or not factor >= 1.0
+    ):
+        raise ValueError(
+            f"scaling['factor'] must be a number >= 1 for {rope_type!r}, got {factor!r}"
+        )
     return float(factor)
 
 
@@ -75,24 +86,34 @@ def _original_len(params: Mapping[str, Any], rope_type: str) -> int:
     n = params.get("original_max_position_embeddings")
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         raise ValueError(
-            f"rope_type {rope_type!r} needs 'original_max_position_embeddings' (the pre-training context length) "
-            f"as a positive int, got {n!r}"
+            f"rope_type {rope_type!r} needs 'original_max_position_embeddings' "
+            f"(the pre-training context length) as a positive int, got {n!r}"
         )
     return n
 
 
 def _rotary_dim(dim: int, params: Mapping[str, Any]) -> int:
     prf = params.get("partial_rotary_factor", 1.0)
-    if isinstance(prf, bool) or not isinstance(prf, (int, float)) or not 0.0 < prf <= 1.0:
-        raise ValueError(f"scaling['partial_rotary_factor'] must be in (0, 1], got {prf!r}")
+    if (
+        isinstance(prf, bool)
+        or not isinstance(prf, (int, float))
+        or not 0.0 < prf <= 1.0
+    ):
+        raise ValueError(
+            f"scaling['partial_rotary_factor'] must be in (0, 1], got {prf!r}"
+        )
     rd = int(dim * prf)
     if rd < 2 or rd % 2:
-        raise ValueError(f"partial_rotary_factor={prf} leaves {rd} rotated channels of dim {dim}; that must be even and >= 2")
+        raise ValueError(
+            f"partial_rotary_factor={prf} leaves {rd} rotated channels of dim {dim}; "
+            "that must be even and >= 2"
+        )
     return rd
 
 
 def ntk_scaled_base(base: float, factor: float, dim: int) -> float:
-    """NTK-aware base change b' = b·s^(d/(d-2)) (07_context_extension, eq. ``ext-ntk``).
+    """NTK-aware base change b' = b·s^(d/(d-2)) (07_context_extension, eq.
+    ``ext-ntk``).
 
     With b' the slowest pair (j = d/2-1) turns s times slower, as under
     Position Interpolation, while the fastest (j = 0) is unchanged; the
@@ -102,7 +123,11 @@ def ntk_scaled_base(base: float, factor: float, dim: int) -> float:
     if dim < 4:
         raise ValueError(f"the NTK base change needs dim >= 4 (d/(d-2)), got {dim}")
     base = check_base(base)
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor >= 1.0:
+    if (
+        isinstance(factor, bool)
+        or not isinstance(factor, (int, float))
+        or not factor >= 1.0
+    ):
         raise ValueError(f"factor must be a number >= 1, got {factor!r}")
     return base * factor ** (dim / (dim - 2))
 
@@ -121,7 +146,8 @@ def _linear(dim, base, params, seq_len, dtype):
 
 @_register("dynamic", {"factor", "original_max_position_embeddings"})
 def _dynamic(dim, base, params, seq_len, dtype):
-    """Dynamic NTK: the NTK base change with s' = s·L/L_orig - (s - 1) for the current length L."""
+    """Dynamic NTK: the NTK base change with s' = s·L/L_orig - (s - 1) for the current
+    length L."""
     factor = _factor(params, "dynamic")
     original = _original_len(params, "dynamic")
     length = original if seq_len is None else max(int(seq_len), original)
@@ -130,14 +156,22 @@ def _dynamic(dim, base, params, seq_len, dtype):
 
 
 def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
-    """YaRN's attention temperature factor 0.1·mscale·ln(s) + 1 (1 for s <= 1) (07, eq. ``ext-yarn-temp``)."""
+    """YaRN's attention temperature factor 0.1·mscale·ln(s) + 1 (1 for s <= 1)
+    (07, eq. ``ext-yarn-temp``)."""
     return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
 
 def yarn_correction_range(
-    dim: int, base: float, original: int, beta_fast: float = 32.0, beta_slow: float = 1.0, *, truncate: bool = True
+    dim: int,
+    base: float,
+    original: int,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    *,
+    truncate: bool = True,
 ) -> tuple[float, float]:
-    """The pair indices (low, high) between which YaRN ramps, as the reference code computes them.
+    """The pair indices (low, high) between which YaRN ramps, as the reference code
+    computes them.
 
     Pair j makes L/λ_j = L·θ_j/(2π) turns over the original context L; the
     index at which that equals β is d·ln(L/(2πβ)) / (2 ln b). ``low`` comes
@@ -165,7 +199,8 @@ def yarn_ramp(
     form: str = "code",
     dtype: torch.dtype = torch.float32,
 ) -> Tensor:
-    """YaRN's interpolation weight γ_j per pair: 1 = keep θ_j (extrapolate), 0 = divide by s (interpolate).
+    """YaRN's interpolation weight γ_j per pair: 1 = keep θ_j (extrapolate), 0 =
+    divide by s (interpolate).
 
     ``form="code"``: the reference code and transformers, a linear ramp over
     the pair index j between :func:`yarn_correction_range`'s rounded bounds.
@@ -176,13 +211,21 @@ def yarn_ramp(
         Tensor ``(dim // 2,)`` in [0, 1].
     """
     if form == "code":
-        low, high = yarn_correction_range(dim, base, original, beta_fast, beta_slow, truncate=truncate)
+        low, high = yarn_correction_range(
+            dim, base, original, beta_fast, beta_slow, truncate=truncate
+        )
         if low == high:
             high += 0.001  # as the reference code: avoid a division by zero
-        ramp = ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+        ramp = (
+            (torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)
+        ).clamp(0, 1)
         return (1 - ramp).to(dtype)
     if form == "paper":
-        r = original * frequencies.inv_freq(dim, base, dtype=torch.float64) / (2 * math.pi)
+        r = (
+            original
+            * frequencies.inv_freq(dim, base, dtype=torch.float64)
+            / (2 * math.pi)
+        )
         return ((r - beta_slow) / (beta_fast - beta_slow)).clamp(0, 1).to(dtype)
     raise ValueError(f"form must be 'code' or 'paper', got {form!r}")
 
@@ -190,29 +233,58 @@ def yarn_ramp(
 @_register(
     "yarn",
     {"factor", "original_max_position_embeddings"},
-    {"beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor", "truncate"},
+    {
+        "beta_fast",
+        "beta_slow",
+        "mscale",
+        "mscale_all_dim",
+        "attention_factor",
+        "truncate",
+    },
 )
 def _yarn(dim, base, params, seq_len, dtype):
-    """YaRN: interpolate the slow pairs, keep the fast ones, ramp between; scale attention by the temperature."""
+    """YaRN: interpolate the slow pairs, keep the fast ones, ramp between; scale
+    attention by the temperature."""
     factor = _factor(params, "yarn")
     original = _original_len(params, "yarn")
     beta_fast = params.get("beta_fast") or 32
     beta_slow = params.get("beta_slow") or 1
     if not beta_fast > beta_slow:
-        raise ValueError(f"yarn needs beta_fast > beta_slow, got beta_fast={beta_fast} and beta_slow={beta_slow}")
+        raise ValueError(
+            f"yarn needs beta_fast > beta_slow, got beta_fast={beta_fast} and "
+            f"beta_slow={beta_slow}"
+        )
     attention_factor = params.get("attention_factor")
     if attention_factor is None:
         mscale, mscale_all_dim = params.get("mscale"), params.get("mscale_all_dim")
         if mscale and mscale_all_dim:
-            attention_factor = yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim)
+            attention_factor = yarn_mscale(factor, mscale) / yarn_mscale(
+                factor, mscale_all_dim
+            )
         else:
             attention_factor = yarn_mscale(factor)
     theta = frequencies.inv_freq(dim, base, dtype=dtype)
-    keep = yarn_ramp(dim, base, original, beta_fast, beta_slow, truncate=params.get("truncate", True), dtype=dtype)
+    keep = yarn_ramp(
+        dim,
+        base,
+        original,
+        beta_fast,
+        beta_slow,
+        truncate=params.get("truncate", True),
+        dtype=dtype,
+    )
     return theta / factor * (1 - keep) + theta * keep, float(attention_factor)
 
 
-@_register("llama3", {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+@_register(
+    "llama3",
+    {
+        "factor",
+        "low_freq_factor",
+        "high_freq_factor",
+        "original_max_position_embeddings",
+    },
+)
 def _llama3(dim, base, params, seq_len, dtype):
     """Llama 3.1: keep short wavelengths, divide long ones by s, blend the band between.
 
@@ -222,8 +294,15 @@ def _llama3(dim, base, params, seq_len, dtype):
     factor = _factor(params, "llama3")
     original = _original_len(params, "llama3")
     low, high = params["low_freq_factor"], params["high_freq_factor"]
-    if not (isinstance(low, (int, float)) and isinstance(high, (int, float)) and 0 < low <= high):
-        raise ValueError(f"llama3 needs 0 < low_freq_factor <= high_freq_factor, got {low!r} and {high!r}")
+    if not (
+        isinstance(low, (int, float))
+        and isinstance(high, (int, float))
+        and 0 < low <= high
+    ):
+        raise ValueError(
+            f"llama3 needs 0 < low_freq_factor <= high_freq_factor, got {low!r} and "
+            f"{high!r}"
+        )
     theta = frequencies.inv_freq(dim, base, dtype=dtype)
     wavelen = 2 * math.pi / theta
     low_freq_wavelen, high_freq_wavelen = original / low, original / high
@@ -236,23 +315,41 @@ def _llama3(dim, base, params, seq_len, dtype):
     return torch.where(medium, smoothed, scaled), 1.0
 
 
-@_register("longrope", {"short_factor", "long_factor", "original_max_position_embeddings", "factor"}, {"attention_factor"})
+@_register(
+    "longrope",
+    {"short_factor", "long_factor", "original_max_position_embeddings", "factor"},
+    {"attention_factor"},
+)
 def _longrope(dim, base, params, seq_len, dtype):
-    """LongRoPE: a searched factor per pair, one set for short and one for long contexts."""
+    """LongRoPE: a searched factor per pair, one set for short and one for long
+    contexts."""
     factor = _factor(params, "longrope")
     original = _original_len(params, "longrope")
     for key in ("short_factor", "long_factor"):
         values = params[key]
         if not isinstance(values, (list, tuple)) or len(values) != dim // 2:
-            got = len(values) if isinstance(values, (list, tuple)) else type(values).__name__
-            raise ValueError(f"scaling[{key!r}] must be a list of dim // 2 = {dim // 2} numbers, got {got}")
+            got = (
+                len(values)
+                if isinstance(values, (list, tuple))
+                else type(values).__name__
+            )
+            raise ValueError(
+                f"scaling[{key!r}] must be a list of dim // 2 = {dim // 2} numbers, "
+                f"got {got}"
+            )
     attention_factor = params.get("attention_factor")
     if attention_factor is None:
-        attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+        attention_factor = (
+            1.0
+            if factor <= 1.0
+            else math.sqrt(1 + math.log(factor) / math.log(original))
+        )
     key = "long_factor" if seq_len and seq_len > original else "short_factor"
     # transformers divides once, 1 / (ext · b^(2j/d)); θ_j / ext would round twice
     ext = torch.tensor(params[key], dtype=dtype)
-    return 1.0 / (ext * frequencies.base_powers(dim, base, dtype=dtype)), float(attention_factor)
+    return 1.0 / (ext * frequencies.base_powers(dim, base, dtype=dtype)), float(
+        attention_factor
+    )
 
 
 ROPE_TYPES: tuple[str, ...] = tuple(_REGISTRY)
@@ -268,7 +365,10 @@ def normalize_scaling(scaling: Mapping[str, Any] | None) -> dict[str, Any]:
     if scaling is None:
         return {"rope_type": "default"}
     if not isinstance(scaling, Mapping):
-        raise TypeError(f"scaling must be a dict (a transformers rope dict) or None, got {type(scaling).__name__}")
+        raise TypeError(
+            "scaling must be a dict (a transformers rope dict) or None, got "
+            f"{type(scaling).__name__}"
+        )
     params = dict(scaling)
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type not in _REGISTRY:
@@ -279,12 +379,22 @@ def normalize_scaling(scaling: Mapping[str, Any] | None) -> dict[str, Any]:
     if missing:
         hint = ""
         if "factor" in missing and rope_type in ("yarn", "longrope"):
-            hint = (" (transformers derives 'factor' from the model config as max_position_embeddings / "
-                    "original_max_position_embeddings: pass that ratio)")
-        raise ValueError(f"rope_type {rope_type!r} needs {missing} in the scaling dict, got keys {sorted(params)}{hint}")
+            hint = (
+                " (transformers derives 'factor' from the model config as "
+                "max_position_embeddings / original_max_position_embeddings: "
+                "pass that ratio)"
+            )
+        raise ValueError(
+            f"rope_type {rope_type!r} needs {missing} in the scaling dict, got keys "
+            f"{sorted(params)}{hint}"
+        )
     extra = sorted(params.keys() - spec.required - spec.optional - _COMMON)
     if extra:
-        warnings.warn(f"scaling keys {extra} are not used by rope_type {rope_type!r}", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"scaling keys {extra} are not used by rope_type {rope_type!r}",
+            UserWarning,
+            stacklevel=3,
+        )
     return params
 
 
@@ -296,32 +406,42 @@ def scaled_inv_freq(
     seq_len: int | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> tuple[Tensor, float]:
-    """Frequencies θ'_j and attention scaling for a transformers-style rope dict (07_context_extension).
+    """Frequencies θ'_j and attention scaling for a transformers-style rope dict
+    (07_context_extension).
 
     Args:
         dim: the head dim d (``partial_rotary_factor`` in the dict rotates
             ``int(d * factor)`` channels, and θ is computed for those).
         base: the base b; a ``rope_theta`` in the dict must agree with it.
-        scaling: e.g. ``{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}``.
-        seq_len: the current sequence length (``dynamic`` and ``longrope`` depend on it).
+        scaling: e.g. ``{"rope_type": "yarn", "factor": 4.0,
+            "original_max_position_embeddings": 4096}``.
+        seq_len: the current sequence length (``dynamic`` and ``longrope`` depend on
+            it).
         dtype: float32 (transformers' arithmetic) or float64.
 
     Returns:
         ``(inv_freq, attention_scaling)``: Tensor ``(rotary_dim // 2,)`` and the
-        factor that multiplies cos and sin (YaRN's and LongRoPE's temperature; 1 otherwise).
+        factor that multiplies cos and sin (YaRN's and LongRoPE's temperature; 1
+        otherwise).
     """
     dim = check_dim(dim)
     base = check_base(base)
     params = normalize_scaling(scaling)
     theta_key = params.get("rope_theta")
     if theta_key is not None and float(theta_key) != base:
-        raise ValueError(f"scaling['rope_theta']={theta_key} disagrees with base={base}")
-    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0):
+        raise ValueError(
+            f"scaling['rope_theta']={theta_key} disagrees with base={base}"
+        )
+    if seq_len is not None and (
+        isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0
+    ):
         raise ValueError(f"seq_len must be a positive int or None, got {seq_len!r}")
     if dtype not in (torch.float32, torch.float64):
         raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
     rd = _rotary_dim(dim, params)
-    theta, attention_scaling = _REGISTRY[params["rope_type"]].fn(rd, base, params, seq_len, dtype)
+    theta, attention_scaling = _REGISTRY[params["rope_type"]].fn(
+        rd, base, params, seq_len, dtype
+    )
     return theta, float(attention_scaling)
 
 
@@ -330,14 +450,22 @@ def scaled_inv_freq(
 
 def _check_length(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int (a number of positions), got {value!r}")
+        raise ValueError(
+            f"{name} must be a positive int (a number of positions), got {value!r}"
+        )
     return value
 
 
 def pairs_beyond_training(
-    inv_freq_train: Tensor, inv_freq_run: Tensor, train_len: int, run_len: int, *, slack: float = 0.0
+    inv_freq_train: Tensor,
+    inv_freq_run: Tensor,
+    train_len: int,
+    run_len: int,
+    *,
+    slack: float = 0.0,
 ) -> int:
-    """How many pairs reach angles at inference that they never reached in training (07, eq. ``ext-beyond``).
+    """How many pairs reach angles at inference that they never reached in training
+    (07, eq. ``ext-beyond``).
 
     During training (positions 0..L-1) pair j saw the angles [0, (L-1)·θ_j],
     which is the whole circle once (L-1)·θ_j ≥ 2π. At inference (positions
@@ -362,12 +490,19 @@ def pairs_beyond_training(
     run = check_inv_freq(inv_freq_run).detach().to("cpu", torch.float64)
     if train.shape != run.shape:
         raise ValueError(
-            f"inv_freq_train and inv_freq_run must have the same shape, got {tuple(train.shape)} and {tuple(run.shape)}"
+            "inv_freq_train and inv_freq_run must have the same shape, got "
+            f"{tuple(train.shape)} and {tuple(run.shape)}"
         )
     train_len = _check_length(train_len, "train_len")
     run_len = _check_length(run_len, "run_len")
-    if isinstance(slack, bool) or not isinstance(slack, (int, float)) or not 0.0 <= slack < float("inf"):
-        raise ValueError(f"slack must be a finite number >= 0 (training positions), got {slack!r}")
+    if (
+        isinstance(slack, bool)
+        or not isinstance(slack, (int, float))
+        or not 0.0 <= slack < float("inf")
+    ):
+        raise ValueError(
+            f"slack must be a finite number >= 0 (training positions), got {slack!r}"
+        )
     seen = (train_len - 1) * train
     partial_turn = seen < 2 * math.pi
     beyond = (run_len - 1) * run > (train_len - 1 + slack) * train

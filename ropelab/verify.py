@@ -1,4 +1,5 @@
-"""How the book checks an equation: compute both sides, assert they agree, say so in one line.
+"""How the book checks an equation: compute both sides, assert they agree,
+say so in one line.
 
 A chapter states an equation, then a cell computes both sides with two
 different computations. The check raises ``AssertionError`` (so nbval and CI
@@ -33,7 +34,13 @@ from typing import Any, TypeVar
 import torch
 from torch import Tensor
 
-__all__ = ["check_close", "check_equal", "checks", "learner_or_reference", "max_abs_diff"]
+__all__ = [
+    "check_close",
+    "check_equal",
+    "checks",
+    "learner_or_reference",
+    "max_abs_diff",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,14 +49,18 @@ _open: list[list[Any]] = []
 
 
 def _as_cpu_tensor(x: Tensor | float) -> Tensor:
-    """``x`` as a CPU tensor; Python numbers become float64 (complex128), not torch's default float32."""
+    """``x`` as a CPU tensor; Python numbers become float64 (complex128), not torch's
+    default float32."""
     if isinstance(x, Tensor):
         return x.detach().cpu()
-    return torch.as_tensor(x, dtype=torch.complex128 if torch.as_tensor(x).is_complex() else torch.float64)
+    return torch.as_tensor(
+        x, dtype=torch.complex128 if torch.as_tensor(x).is_complex() else torch.float64
+    )
 
 
 def max_abs_diff(lhs: Tensor | float, rhs: Tensor | float) -> float:
-    """max |lhs - rhs| over all elements, computed in float64 on the CPU (complex values by modulus)."""
+    """max |lhs - rhs| over all elements, computed in float64 on the CPU
+    (complex values by modulus)."""
     a = _as_cpu_tensor(lhs)
     b = _as_cpu_tensor(rhs)
     a = a.to(torch.complex128) if a.is_complex() or b.is_complex() else a.double()
@@ -59,7 +70,8 @@ def max_abs_diff(lhs: Tensor | float, rhs: Tensor | float) -> float:
             torch.broadcast_shapes(a.shape, b.shape)
         except RuntimeError:
             raise ValueError(
-                f"the two sides have shapes {tuple(a.shape)} and {tuple(b.shape)}, which do not broadcast"
+                f"the two sides have shapes {tuple(a.shape)} and {tuple(b.shape)}, "
+                "which do not broadcast"
             ) from None
     return float((a - b).abs().max()) if a.numel() and b.numel() else 0.0
 
@@ -72,8 +84,15 @@ def _report(label: str, detail: str) -> None:
     print(f"✓ {label} ({detail})")
 
 
-def check_close(lhs: Tensor | float, rhs: Tensor | float, *, tol: float, label: str = "both sides agree") -> None:
-    """Assert max |lhs - rhs| <= tol; print ``✓ <label> (|Δ| ≤ <tol>)`` unless inside :func:`checks`.
+def check_close(
+    lhs: Tensor | float,
+    rhs: Tensor | float,
+    *,
+    tol: float,
+    label: str = "both sides agree",
+) -> None:
+    """Assert max |lhs - rhs| <= tol; print ``✓ <label> (|Δ| ≤ <tol>)`` unless
+    inside :func:`checks`.
 
     Args:
         lhs, rhs: the two sides, tensors of broadcastable shapes or numbers.
@@ -90,7 +109,9 @@ def check_close(lhs: Tensor | float, rhs: Tensor | float, *, tol: float, label: 
     diff = max_abs_diff(lhs, rhs)
     if not diff <= tol:  # also catches NaN
         where = f"{_open[-1][0]}: " if _open else ""
-        raise AssertionError(f"{where}{label}: max |Δ| = {diff:.3e} exceeds tol = {_fmt_tol(tol)}")
+        raise AssertionError(
+            f"{where}{label}: max |Δ| = {diff:.3e} exceeds tol = {_fmt_tol(tol)}"
+        )
     if _open:
         _open[-1][2].append(tol)
     else:
@@ -98,7 +119,8 @@ def check_close(lhs: Tensor | float, rhs: Tensor | float, *, tol: float, label: 
 
 
 def check_equal(lhs: Any, rhs: Any, *, label: str = "both sides are equal") -> None:
-    """Assert lhs equals rhs exactly; print ``✓ <label> (exact)`` unless inside :func:`checks`.
+    """Assert lhs equals rhs exactly; print ``✓ <label> (exact)`` unless inside
+    :func:`checks`.
 
     Tensors must have the same shape and dtype and equal elements
     (``torch.equal``); anything else is compared with ``==``. Use it for
@@ -112,7 +134,8 @@ def check_equal(lhs: Any, rhs: Any, *, label: str = "both sides are equal") -> N
         ok = a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
         if not ok:
             why = (
-                f"shapes {tuple(a.shape)} and {tuple(b.shape)}, dtypes {a.dtype} and {b.dtype}"
+                f"shapes {tuple(a.shape)} and {tuple(b.shape)}, dtypes {a.dtype} and "
+                f"{b.dtype}"
                 if a.shape != b.shape or a.dtype != b.dtype
                 else f"max |Δ| = {max_abs_diff(a, b):.3e}"
             )
@@ -130,7 +153,8 @@ def check_equal(lhs: Any, rhs: Any, *, label: str = "both sides are equal") -> N
 
 @contextlib.contextmanager
 def checks(label: str) -> Iterator[None]:
-    """Group a cell's comparisons into one printed line, ``✓ <label> (<what was compared>)``.
+    """Group a cell's comparisons into one printed line,
+    ``✓ <label> (<what was compared>)``.
 
     Every :func:`check_close` and :func:`check_equal` inside the block asserts
     without printing. If all hold, the block prints one line that counts them;

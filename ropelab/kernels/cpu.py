@@ -1,4 +1,5 @@
-"""A fused CPU kernel for :func:`ropelab.apply_rotary`, compiled on first use (09_performance).
+"""A fused CPU kernel for :func:`ropelab.apply_rotary`, compiled on first use
+(09_performance).
 
 Applying RoPE reads ``x``, ``cos`` and ``sin`` and writes the result; the
 arithmetic is negligible, so the time is memory traffic. torch's eager
@@ -62,7 +63,8 @@ __all__ = ["rotate", "status"]
 _SOURCE = Path(__file__).with_name("cpu.c")
 _MAXD = 4  # leading axes the kernel indexes (MAXD in cpu.c)
 _DTYPES = {torch.float32: 0, torch.float64: 1, torch.bfloat16: 2, torch.float16: 3}
-_GRAIN = 32768  # elements below which one thread beats waking others (torch's at::internal::GRAIN_SIZE)
+# elements below which one thread beats waking others (torch's at::internal::GRAIN_SIZE)
+_GRAIN = 32768
 
 _KEEP = 4  # builds kept in the cache directory, newest first
 _lock = threading.Lock()
@@ -91,12 +93,14 @@ def _compiler() -> list[str] | None:
     return None
 
 
-# -ffp-contract=off: no fused multiply-add, so float32/float64 match torch's formula bit for bit.
+# -ffp-contract=off: no fused multiply-add, so float32/float64 match torch's formula
+# bit for bit.
 _FLAGS = ("-O3", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-math-errno")
 
 
 def _isa_flags() -> list[str]:
-    """AVX2 and F16C for the 16-bit conversions, on x86 CPUs that torch finds AVX2 (or AVX-512) on."""
+    """AVX2 and F16C for the 16-bit conversions, on x86 CPUs that torch finds AVX2
+    (or AVX-512) on."""
     if platform.machine().lower() in (
         "x86_64",
         "amd64",
@@ -109,7 +113,8 @@ def _isa_flags() -> list[str]:
 
 
 def _library_name(cc: list[str]) -> str:
-    """The cached library's file name, keyed by the source, the flags, the compiler and the CPU."""
+    """The cached library's file name, keyed by the source, the flags, the compiler and
+    the CPU."""
     st = os.stat(cc[0])
     recipe = [
         _SOURCE.read_bytes(),
@@ -158,7 +163,8 @@ def _check_private(directory: Path) -> Path:
 
 
 def _untrusted(path: Path) -> str | None:
-    """Why the library at ``path`` must not be loaded (another owner, writable by others), or None."""
+    """Why the library at ``path`` must not be loaded (another owner, writable by
+    others), or None."""
     st = os.lstat(path)
     if not stat.S_ISREG(st.st_mode):
         return "not a regular file"
@@ -170,8 +176,9 @@ def _untrusted(path: Path) -> str | None:
 
 
 def _build(cc: list[str], target: Path) -> None:
-    """Compile the kernel into ``target``, with what the compiler supports of: the vector ISA of
-    :func:`_isa_flags`, OpenMP, and float16 (``_Float16``); a plain build is the last resort."""
+    """Compile the kernel into ``target``, with what the compiler supports of: the
+    vector ISA of :func:`_isa_flags`, OpenMP, and float16 (``_Float16``); a plain build
+    is the last resort."""
     fd, tmp = tempfile.mkstemp(suffix=".so", prefix="tmp-", dir=target.parent)
     os.close(fd)
     try:
@@ -206,8 +213,8 @@ def _build(cc: list[str], target: Path) -> None:
 
 
 def _prune(directory: Path, keep: Path) -> None:
-    """Delete all but the newest :data:`_KEEP` builds (``keep`` always stays) and temporary files
-    that a killed compile left for more than an hour."""
+    """Delete all but the newest :data:`_KEEP` builds (``keep`` always stays) and
+    temporary files that a killed compile left for more than an hour."""
 
     def mtime(p: Path) -> float:
         try:
@@ -233,14 +240,16 @@ def _open(path: Path) -> ctypes.CDLL:
     lib.ropelab_rotate.restype = ctypes.c_int
     lib.ropelab_rotate.argtypes = [
         ctypes.c_int, ctypes.c_int, ctypes.c_int, i64p,
-        ctypes.c_void_p, i64p, ctypes.c_void_p, i64p, ctypes.c_void_p, i64p, ctypes.c_void_p, i64p,
+        ctypes.c_void_p, i64p, ctypes.c_void_p, i64p,
+        ctypes.c_void_p, i64p, ctypes.c_void_p, i64p,
         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
     ]  # fmt: skip
     return lib
 
 
 def _load() -> dict[str, Any]:
-    """Find or build the library once per process; the result is cached in ``_state``."""
+    """Find or build the library once per process; the result is cached in
+    ``_state``."""
     with _lock:
         if _state:
             return _state
@@ -311,14 +320,15 @@ def _load() -> dict[str, Any]:
 
 
 def _warn_fallback(state: dict[str, Any]) -> None:
-    """Say once per process that apply_rotary runs without the kernel, unless the user asked for it."""
+    """Say once per process that apply_rotary runs without the kernel, unless the user
+    asked for it."""
     global _warned
     if not _warned and state["reason"] != "disabled by ROPELAB_NATIVE":
         _warned = True
         warnings.warn(
-            f"ropelab's fused CPU kernel is unavailable ({state['reason']}); apply_rotary "
-            "uses its torch path: the same results within one rounding, slower. "
-            "ROPELAB_NATIVE=0 silences this.",
+            f"ropelab's fused CPU kernel is unavailable ({state['reason']}); "
+            "apply_rotary uses its torch path: the same results within one rounding, "
+            "slower. ROPELAB_NATIVE=0 silences this.",
             RuntimeWarning,
             stacklevel=4,
         )
@@ -348,14 +358,13 @@ _PLAIN = (
 
 
 def _traced() -> bool:
-    """Whether torch is recording operations: a dispatch or function mode (``trace_traffic``,
-    FakeTensor, export) or ``torch.compile``. A foreign call would be invisible to them, so the
-    caller's torch path runs instead."""
+    """Whether torch is recording operations: a dispatch or function mode
+    (``trace_traffic``, FakeTensor, export) or ``torch.compile``. A foreign call would
+    be invisible to them, so the caller's torch path runs instead."""
     return bool(
-        getattr(
-            torch.compiler, "is_compiling", lambda: False
-        )()  # torch >= 2.3; first, as
-        or torch._C._len_torch_dispatch_stack()  # torch.compile cannot trace the other two
+        # torch >= 2.3; first, as torch.compile cannot trace the other two
+        getattr(torch.compiler, "is_compiling", lambda: False)()
+        or torch._C._len_torch_dispatch_stack()
         or torch._C._is_torch_function_mode_enabled()
     )
 
@@ -363,7 +372,8 @@ def _traced() -> bool:
 def _coalesce(
     sizes: list[int], strides: list[list[int]]
 ) -> tuple[list[int], list[list[int]]]:
-    """Merge leading axes that are contiguous with the next one in every tensor, and drop size-1 axes."""
+    """Merge leading axes that are contiguous with the next one in every tensor, and
+    drop size-1 axes."""
     keep = [i for i, n in enumerate(sizes) if n != 1]
     sizes = [sizes[i] for i in keep]
     strides = [[st[i] for i in keep] for st in strides]
@@ -379,7 +389,8 @@ def _coalesce(
 
 
 def _plan(x: Tensor, out: Tensor, cos: Tensor, sin: Tensor) -> tuple | None:
-    """The kernel's shape arguments for these shapes and strides, or None if it cannot take them.
+    """The kernel's shape arguments for these shapes and strides, or None if it cannot
+    take them.
 
     Returns ``(ndim, sizes, (x, out, cos, sin) strides as ctypes arrays, rows)``.
     """
@@ -392,7 +403,8 @@ def _plan(x: Tensor, out: Tensor, cos: Tensor, sin: Tensor) -> tuple | None:
     if any(t.stride(-1) != 1 for t in tensors):
         return None
     if any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape)):
-        return None  # out broadcast over an axis: torch refuses such an out=, and so does the kernel
+        # out broadcast over an axis: torch refuses such an out=, and so does the kernel
+        return None
     sizes, strides = _coalesce(lead, [list(t.stride()[:-1]) for t in tensors])
     if len(sizes) > _MAXD:
         return None
@@ -404,7 +416,8 @@ def _plan(x: Tensor, out: Tensor, cos: Tensor, sin: Tensor) -> tuple | None:
 
 
 def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> bool:
-    """``out = x·cos + rot(x)·sin`` in one pass if the kernel applies; False to let the caller do it.
+    """``out = x·cos + rot(x)·sin`` in one pass if the kernel applies; False to let
+    the caller do it.
 
     It applies to CPU tensors of float32, float64, bfloat16 or float16 whose
     rows are contiguous (tables included), once the library has loaded, and
@@ -413,7 +426,8 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
     (a decoding loop calls this with the same shapes at every step).
 
     Args:
-        out, x: ``(..., seq, dim)`` CPU tensors of one dtype, each row contiguous, not overlapping.
+        out, x: ``(..., seq, dim)`` CPU tensors of one dtype, each row contiguous, not
+            overlapping.
         cos, sin: ``(..., seq, dim)`` in ``x``'s dtype, broadcastable to ``x``.
         layout: ``"half_split"`` or ``"interleaved"``.
     """

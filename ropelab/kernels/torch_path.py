@@ -1,4 +1,5 @@
-"""apply_rotary's torch path: the rotation without the plain formula's temporaries (09_performance).
+"""apply_rotary's torch path: the rotation without the plain formula's temporaries
+(09_performance).
 
 Used where the fused kernel does not apply (a GPU, no C compiler, a layout
 the kernel declines, or while torch traces the call). Interleaved pairs are
@@ -14,8 +15,9 @@ from torch import Tensor
 
 __all__ = ["rotate_into"]
 
-# Half a block of x and of its result (each of the two threads takes half) fit in one core's L2 (1 MiB on
-# common x86 parts), so the fused multiply-adds re-read them from cache, not DRAM.
+# Half a block of x and of its result (each of the two threads takes half) fit in one
+# core's L2 (1 MiB on common x86 parts), so the fused multiply-adds re-read them from
+# cache, not DRAM.
 _BLOCK_BYTES = 1 << 20
 
 
@@ -29,7 +31,8 @@ def _complex_view_ok(t: Tensor) -> bool:
 
 
 def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> None:
-    """out = x·cos + rot(x)·sin with torch operations, within one rounding of the plain formula.
+    """out = x·cos + rot(x)·sin with torch operations, within one rounding of the
+    plain formula.
 
     Interleaved pairs are one complex multiplication by the phasor table: a
     single pass over a float32/float64 x, and for bfloat16/float16 (torch has
@@ -94,7 +97,8 @@ def _mul_fma(
 def _cpu_blocks(
     out: Tensor, x: Tensor, *tables: Tensor
 ) -> list[tuple[Tensor, ...]] | None:
-    """Split a large contiguous CPU problem into cache-sized blocks of rows, or None to do it in one go.
+    """Split a large contiguous CPU problem into cache-sized blocks of rows, or None to
+    do it in one go.
 
     Returns ``(out_block, x_block, *table_blocks)`` tuples; each table is
     ``(..., seq, width)``, broadcast over x's leading axes.
@@ -109,7 +113,9 @@ def _cpu_blocks(
     if x.numel() * x.element_size() <= 2 * _BLOCK_BYTES:
         return None
     lead = tuple(x.shape[:-2])
-    try:  # the tables as (rows of x's leading axes, seq, width) views; a copy would defeat the purpose
+    # the tables as (rows of x's leading axes, seq, width) views; a copy would defeat
+    # the purpose
+    try:
         views = [
             t.expand(*lead, seq, t.shape[-1]).view(-1, seq, t.shape[-1]) for t in tables
         ]
