@@ -131,6 +131,7 @@ $(TRITON_STAMP): $(STAMP)
 
 # Jupyter refuses to run as root unless told to (containers, CI images).
 lab: $(STAMP)
+	$(BIN)/python -c "import jupyterlab" 2>/dev/null || $(BIN)/python -m pip install "jupyterlab>=4"
 	$(BIN)/jupyter lab --notebook-dir=book $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # clean: what a build or a test run made. distclean: also the environment.
