@@ -36,7 +36,10 @@ TORCH_WANTED = $(VENV)/.torch-wanted
 TORCH_INSTALLED = $(VENV)/.torch-installed
 MATHJAX = book/_static/mathjax
 HTML = _build/html
-SINGLE = _build/singlehtml
+# The single-page build has its own build folder (doctrees, executed notebooks), so
+# that it can run at the same time as the HTML build.
+SINGLE_ROOT = _build/single
+SINGLE = $(SINGLE_ROOT)/_build/singlehtml
 PDF = _build/the-rope-book.pdf
 # The CJK web font: Noto Sans SC from the npm registry, cut to the files that
 # hold the book's Chinese characters by tools/cjk_font.py (git-ignored, like
@@ -99,7 +102,7 @@ html: $(STAMP) $(CJK_CSS)
 # Chromium (tools/pdf.py; math typeset by the book's MathJax, nothing fetched).
 # A copy goes into the HTML build, where each page's download button links it.
 $(PDF): $(STAMP) $(CJK_CSS) $(BOOK_SOURCES) tools/pdf.py tools/book_ext.py
-	$(BIN)/jupyter-book build . --builder singlehtml
+	$(BIN)/jupyter-book build . --builder singlehtml --path-output $(SINGLE_ROOT)
 	$(BIN)/python tools/pdf.py $(SINGLE) $@
 	@if [ -d $(HTML) ]; then cp $@ $(HTML)/the-rope-book.pdf; fi
 
@@ -120,7 +123,10 @@ unit: $(STAMP)
 # nbval (book/), and the render check of the built HTML and PDF in headless
 # Chromium (tests/test_render.py, which needs both, hence `html pdf` first).
 # pytest exits non-zero when a test fails and also when none was collected (5).
-test: html pdf $(TRITON_STAMP)
+# The HTML build, the PDF and the Triton install run side by side (-j3, each
+# target's output kept together); they share nothing but the environment.
+test: $(STAMP) $(CJK_CSS)
+	$(MAKE) -j3 -Otarget html pdf $(TRITON_STAMP)
 	$(BIN)/python -m pytest tests book $(NBVAL) $(XDIST) $(PYTEST_ARGS)
 
 # A Triton that is already importable (a CUDA torch brings its own, matched to

@@ -1,13 +1,13 @@
 """Print the single-page HTML book to one PDF with the system Chromium (`make pdf`).
 
 Jupyter Book's `singlehtml` builder writes the whole book as one page
-(_build/singlehtml/index.html). This script serves it on 127.0.0.1, loads it
+(_build/single/_build/singlehtml/index.html with `make pdf`). This script serves it on 127.0.0.1, loads it
 in headless Chromium (driven by Playwright; nothing is downloaded, nothing
 outside the local server is fetched), waits until MathJax has typeset every
 equation and every image has loaded, and prints it to PDF with the print
 stylesheet (no sidebars or buttons), A4, page numbers in the footer.
 
-    python tools/pdf.py _build/singlehtml OUT.pdf
+    python tools/pdf.py _build/single/_build/singlehtml OUT.pdf
 """
 
 from __future__ import annotations
