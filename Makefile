@@ -2,7 +2,7 @@
 #
 #   make book   install into .venv if needed, build the HTML book into _build/html
 #   make unit   the package's tests only (tests/, no book build, no notebooks,
-#               no browser): the inner loop, under a minute
+#               no browser, not the tests marked slow): the inner loop
 #   make pdf    build the whole book as one PDF: _build/the-rope-book.pdf (also
 #               offered by every page's download button)
 #   make test   install if needed, build the book and its PDF, run every test in
@@ -117,7 +117,8 @@ NBVAL = --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.c
 # The package's unit and property tests, without the book: test_render.py
 # (which needs the built HTML and a browser) is left out.
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests --ignore=tests/test_render.py -q $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests --ignore=tests/test_render.py \
+		--ignore=tests/test_explorables.py -m "not slow" -q $(XDIST) $(PYTEST_ARGS)
 
 # One pytest call: unit and property tests (tests/), every notebook in strict
 # nbval (book/), and the render check of the built HTML and PDF in headless

@@ -149,6 +149,7 @@ def test_training_learns_and_is_deterministic():
     assert runs[0][0][-1] < runs[0][0][0]
 
 
+@pytest.mark.slow
 def test_retraining_reproduces_the_shipped_weights_exactly():
     deterministic(1)
     settings = Settings()
