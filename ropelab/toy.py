@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from .rotary import cos_sin, cos_sin_from_angles, rotate
 from .scaling import scaled_inv_freq
+from .variants import RemapPass, passes_rho
 
 __all__ = [
     "ToyConfig",
@@ -159,26 +160,19 @@ def remap_tables(
     theta, attention_scaling = scaled_inv_freq(
         cfg.head_dim, cfg.base if base is None else base, scaling, seq_len=seq
     )
-    owners = torch.zeros(seq, seq, dtype=torch.int64)
-    tables: list[Pass] = []
     for q_pos, k_pos, where in remap:
         if q_pos.shape != (seq,) or k_pos.shape != (seq,) or where.shape != (seq, seq):
             raise ValueError(
                 f"each pass needs positions ({seq},) and a ({seq}, {seq}) mask, got "
                 f"{tuple(q_pos.shape)}, {tuple(k_pos.shape)}, {tuple(where.shape)}"
             )
-        owners += where.long()
-        q_cos, q_sin = cos_sin_from_angles(
-            q_pos.to(theta.dtype)[:, None] * theta, attention_scaling=attention_scaling
-        )
-        k_cos, k_sin = cos_sin_from_angles(
-            k_pos.to(theta.dtype)[:, None] * theta, attention_scaling=attention_scaling
-        )
-        tables.append((q_cos, q_sin, k_cos, k_sin, where))
-    if not bool((owners.tril() == torch.ones_like(owners).tril()).all()):
-        raise ValueError(
-            "the passes' masks must own each causal entry (n <= m) exactly once"
-        )
+    passes_rho([RemapPass(*p) for p in remap])  # each causal entry owned exactly once
+
+    def at(pos: Tensor) -> tuple[Tensor, Tensor]:
+        angles = pos.to(theta.dtype)[:, None] * theta
+        return cos_sin_from_angles(angles, attention_scaling=attention_scaling)
+
+    tables: list[Pass] = [(*at(q), *at(k), where) for q, k, where in remap]
     return tables
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from ropelab import apply_rotary, cos_sin, inv_freq
 from ropelab.attention import is_toeplitz
+from test_conventions import attention_qk
 from ropelab.variants import (
     RemapPass,
     dual_chunk_passes,
@@ -58,23 +59,8 @@ POSITIONS = torch.tensor([[100, 101, 102, 103, 104, 105, 106], [0, 0, 0, 1, 2, 3
 ATOL = 1e-5
 
 
-class _Captured(Exception):
-    def __init__(self, query, key):
-        super().__init__("captured")
-        self.query, self.key = query.detach().clone(), key.detach().clone()
-
-
-def _capture(*args, **kwargs):
-    raise _Captured(args[1], args[2])
-
-
-def qk(monkeypatch, modeling, attn, hidden, tables, **kw):
-    """(q, k) as the layer hands them to attention, (batch, heads, seq, head_dim)."""
-    monkeypatch.setattr(modeling, "eager_attention_forward", _capture)
-    attn.config._attn_implementation = "eager"
-    with pytest.raises(_Captured) as got, torch.no_grad():
-        attn(hidden, position_embeddings=tables, attention_mask=None, **kw)
-    return got.value.query, got.value.key
+# (q, k) as a transformers attention layer hands them to attention
+qk = attention_qk
 
 
 def hidden_states(width, seed=0):
