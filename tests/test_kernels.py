@@ -213,6 +213,36 @@ def test_a_compiler_without_openmp_or_avx2_still_builds_a_serial_kernel(monkeypa
 
 
 @needs_kernel
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "none"])
+def test_every_vector_width_gives_the_formulas_bits(monkeypatch, tmp_path, isa):
+    # the AVX-512 rows hand their remainder to the AVX2 rows, those to the scalar loop: each build the
+    # machine can run must give the same bits, with streamed stores and the remainders taken (dim 112)
+    flags = {"avx512": _native._AVX512, "avx2": _native._AVX2, "none": ()}[isa]
+    if isa == "avx512" and _native._isa_flags() != list(_native._AVX512):
+        pytest.skip("this CPU has no AVX-512")
+    if isa == "avx2" and not _native._isa_flags():
+        pytest.skip("this CPU has no AVX2")
+    monkeypatch.setattr(_native, "_isa_flags", lambda: list(flags))
+    monkeypatch.setattr(_native, "_STREAM_FROM", 1)
+    _fresh_state(monkeypatch, tmp_path)
+    assert _native.status()["available"]
+    g = torch.Generator().manual_seed(9)
+    built = _native.status()["dtypes"]
+    assert {"float32", "float64", "bfloat16"} <= set(built)
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+        if str(dtype).removeprefix("torch.") not in built:
+            continue
+        for layout in LAYOUTS:
+            for dim in (128, 112):
+                # drawn in float64 for float64: all 53 bits, so that a fused multiply-add would show
+                x = torch.randn(2, 3, 40, dim, generator=g, dtype=torch.float64).to(dtype)
+                cos, sin = tables(torch.arange(40) * 7, dim, layout, dtype)
+                wide = x.float() if dtype in (torch.bfloat16, torch.float16) else x
+                want = plain(wide, cos.to(wide.dtype), sin.to(wide.dtype), layout).to(dtype)
+                assert torch.equal(run_kernel(x, cos, sin, layout), want), (dtype, layout, dim)
+
+
+@needs_kernel
 def test_compiled_once_then_loaded_from_the_cache(tmp_path):
     script = ("import json, ropelab.kernels.cpu as n; s = n.status(); "
               "print(json.dumps([s['available'], s['reason'], s['compile_s']]))")
@@ -379,11 +409,16 @@ def test_old_builds_do_not_pile_up(monkeypatch, tmp_path):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("case", ["heads_first", "positions_first", "positions_first_view", "per_row", "packed"])
-def test_every_axis_order_and_block_gives_the_formulas_bits(dtype, threads, case):
-    # 300 positions and 96 channels: several blocks of positions, a partial last block, rows that are not
-    # whole vectors of 16 16-bit lanes; the kernel reorders axes and blocks positions, the bits must not move
+@pytest.mark.parametrize("paths", ["default", "small_blocks_streamed"])
+def test_every_axis_order_and_block_gives_the_formulas_bits(monkeypatch, dtype, threads, case, paths):
+    # 300 positions and 96 channels; with 8 KiB blocks there are several blocks of positions and a partial
+    # last one, and every output is big enough to be written with non-temporal stores: the kernel reorders
+    # axes, blocks positions and streams its stores, the bits must not move
     if dtype == torch.float16 and "float16" not in _native.status()["dtypes"]:
         pytest.skip("this compiler has no _Float16: float16 takes the torch path")
+    if paths == "small_blocks_streamed":
+        monkeypatch.setattr(_native, "_BLOCK_BYTES", 8192)
+        monkeypatch.setattr(_native, "_STREAM_FROM", 1)
     g = torch.Generator().manual_seed(6)
     seq, dim = 300, 96
     for layout in LAYOUTS:
@@ -411,3 +446,21 @@ def test_every_axis_order_and_block_gives_the_formulas_bits(dtype, threads, case
         wide = dtype in (torch.bfloat16, torch.float16)
         want = plain(x.float(), cos.float(), sin.float(), layout).to(dtype) if wide else plain(x, cos, sin, layout)
         assert torch.equal(got, want), (layout, case)
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("offset, dim", [(1, 64), (0, 72), (0, 40)])
+def test_outputs_that_cannot_stream_take_plain_stores(monkeypatch, dtype, layout, offset, dim):
+    # non-temporal vector stores need 32-byte aligned addresses: an out that starts one element in, or rows
+    # (or half rows) that are not whole 32-byte vectors, must take plain stores rather than fault, and the
+    # bits are the formula's either way
+    monkeypatch.setattr(_native, "_STREAM_FROM", 1)
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(3, 4, 50, dim, generator=g).to(dtype)
+    cos, sin = tables(torch.arange(50), dim, layout, dtype)
+    out = torch.empty(x.numel() + offset, dtype=dtype)[offset:].view(x.shape)
+    assert _native.rotate(out, x, cos, sin, layout), "the kernel declined"
+    want = plain(x.float(), cos.float(), sin.float(), layout).to(dtype)
+    assert torch.equal(out, want)

@@ -27,19 +27,30 @@
  *      (batch, heads, seq, dim) view is read in storage order.
  *   2. When an axis the tables broadcast over (heads) is outside the axis
  *      they vary along (positions), the positions are cut into blocks of
- *      about TABLE_BLOCK bytes of cos and sin, and every head of a block is
- *      rotated before the next block: the table rows are read from memory
- *      once, and from cache for the other heads, instead of once per head.
+ *      cos and sin rows that fill half the L2 cache, and every head of a
+ *      block is rotated before the next block: the table rows are read from
+ *      memory once, and from cache for the other heads, instead of once per
+ *      head. Big blocks also keep each head's stretch of x long, which the
+ *      hardware prefetcher needs.
  *   3. Threads take contiguous ranges of positions (with blocks) or of rows.
+ *   4. An output too big to stay cached is written with non-temporal stores,
+ *      which skip reading its cache lines before overwriting them.
  */
+#define _GNU_SOURCE /* sysconf(_SC_LEVEL2_CACHE_SIZE) */
 #include <stdint.h>
 #include <string.h>
-#if defined(__AVX__) || defined(__AVX2__) || defined(__F16C__)
+#include <unistd.h>
+#if defined(__AVX__) || defined(__AVX2__) || defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
 #define MAXD 4
-#define TABLE_BLOCK (64 * 1024) /* bytes of cos and sin per block of positions (fits in L2) */
+#define TABLE_BLOCK (64 * 1024)        /* bytes of cos and sin per block of positions, at least */
+#define TABLE_BLOCK_MAX (1024 * 1024) /* and at most */
+#ifndef GROUP
+#define GROUP 2 /* heads rotated side by side within a block of positions */
+#endif
+#define STREAM_FROM (16 << 20)        /* bytes of out from which it is written past the caches */
 
 enum { F32 = 0, F64 = 1, BF16 = 2, F16 = 3 };
 
@@ -94,29 +105,21 @@ ROW_SCALAR(scalar_bf16, uint16_t, float, bf16_to_f32, f32_to_bf16)
 ROW_SCALAR(scalar_f16, _Float16, float, F16_LOAD, F16_STORE)
 #endif
 
-/* Eight lanes at a time. LOAD8 widens eight elements to float32, STORE8 rounds eight back; the
- * arithmetic is the scalar formula lane by lane (addsub: even lanes subtract, odd lanes add). */
+/* The vector rows. Each takes the row from channel (half-split) or pair (interleaved) j0 on,
+ * does what whole vectors it can, and leaves the rest to the next narrower row (AVX-512, then
+ * AVX2, then scalar). Each lane computes the scalar formula for one channel: separate
+ * multiplications, then a subtraction in the first channel of a pair and an addition in the
+ * second (addsub in AVX: even lanes subtract, odd lanes add; a masked subtraction in AVX-512).
+ * The _stream variants write out with non-temporal stores (addresses aligned: see stream_rows). */
+#define ROW_ARGS(T) const T *restrict x, T *restrict o, const T *restrict c, const T *restrict s, \
+                    int64_t h, int interleaved, int64_t j0
+#define ROW_PASS x, o, c, s, h, interleaved, j0
+
+/* Eight float32 lanes; LOAD8 widens eight elements to float32, STORE8 rounds them back. */
 #ifdef __AVX__
 #define F32_LOAD8(p) _mm256_loadu_ps(p)
 #define F32_STORE8(p, v) _mm256_storeu_ps((p), (v))
-#endif
-
-#ifdef __AVX2__
-static inline __m256 bf16_load8(const uint16_t *p) {
-    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
-
-static inline void bf16_store8(uint16_t *p, __m256 f) {
-    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), quiet = _mm256_set1_epi32(0x40);
-    __m256i u = _mm256_castps_si256(f), hi = _mm256_srli_epi32(u, 16);
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(hi, one))), 16);
-    r = _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)));
-    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xD8); /* 8 x u32 -> 8 x u16 */
-    _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
-}
-#define BF16_LOAD8(p) bf16_load8(p)
-#define BF16_STORE8(p, v) bf16_store8((p), (v))
+#define F32_STREAM8(p, v) _mm256_stream_ps((p), (v))
 #endif
 
 #if defined(__F16C__) && defined(__AVX__) && defined(ROPELAB_HAVE_FLOAT16)
@@ -126,10 +129,9 @@ static inline void bf16_store8(uint16_t *p, __m256 f) {
 #define HAVE_F16_VEC 1
 #endif
 
-#define ROW_VEC(NAME, T, LOAD8, STORE8, SCALAR)                                                     \
-    static inline void NAME(const T *restrict x, T *restrict o, const T *restrict c,                \
-                            const T *restrict s, int64_t h, int interleaved) {                      \
-        int64_t j = 0;                                                                              \
+#define ROW_VEC(NAME, T, LOAD8, STORE8, TAIL)                                                       \
+    static inline void NAME(ROW_ARGS(T)) {                                                          \
+        int64_t j = j0;                                                                             \
         if (interleaved) {                                                                          \
             for (; 2 * j + 8 <= 2 * h; j += 4) { /* four pairs: channels 2j .. 2j+7 */             \
                 __m256 xv = LOAD8(x + 2 * j), sw = _mm256_permute_ps(xv, 0xB1); /* pairs swapped */ \
@@ -145,49 +147,28 @@ static inline void bf16_store8(uint16_t *p, __m256 f) {
                 STORE8(o + j + h, _mm256_add_ps(u, v));                                             \
             }                                                                                       \
         }                                                                                           \
-        SCALAR(x, o, c, s, h, interleaved, j);                                                      \
+        TAIL(x, o, c, s, h, interleaved, j);                                                        \
     }
 
 #ifdef __AVX__
 ROW_VEC(row_f32, float, F32_LOAD8, F32_STORE8, scalar_f32)
+ROW_VEC(row_f32_stream, float, F32_LOAD8, F32_STREAM8, scalar_f32)
 #else
-static inline void row_f32(const float *x, float *o, const float *c, const float *s, int64_t h, int il) {
-    scalar_f32(x, o, c, s, h, il, 0);
-}
+#define row_f32 scalar_f32
 #endif
 
-/* 16-bit rows against table rows already widened to float32 (see table_row). A 16-bit row is
- * widened as it is loaded, put through the float32 formula, and rounded once as it is stored. */
-#define ROW_WIDE_SCALAR(NAME, T, LOAD, STORE)                                                       \
-    static inline void NAME(const T *restrict x, T *restrict o, const float *restrict c,            \
-                            const float *restrict s, int64_t h, int interleaved, int64_t j0) {      \
-        if (interleaved) {                                                                          \
-            for (int64_t j = j0; j < h; ++j) {                                                      \
-                float a = LOAD(x[2 * j]), b = LOAD(x[2 * j + 1]);                                   \
-                float p = a * c[2 * j], q = b * s[2 * j], u = b * c[2 * j + 1], v = a * s[2 * j + 1]; \
-                o[2 * j] = STORE(p - q);                                                            \
-                o[2 * j + 1] = STORE(u + v);                                                        \
-            }                                                                                       \
-        } else {                                                                                    \
-            for (int64_t j = j0; j < h; ++j) {                                                      \
-                float a = LOAD(x[j]), b = LOAD(x[j + h]);                                           \
-                float p = a * c[j], q = b * s[j], u = b * c[j + h], v = a * s[j + h];               \
-                o[j] = STORE(p - q);                                                                \
-                o[j + h] = STORE(u + v);                                                            \
-            }                                                                                       \
-        }                                                                                           \
-    }
-
-ROW_WIDE_SCALAR(wide_scalar_bf16, uint16_t, bf16_to_f32, f32_to_bf16)
 #ifdef ROPELAB_HAVE_FLOAT16
-ROW_WIDE_SCALAR(wide_scalar_f16, _Float16, F16_LOAD, F16_STORE)
+#ifdef HAVE_F16_VEC
+ROW_VEC(row_f16, _Float16, F16_LOAD8, F16_STORE8, scalar_f16)
+#else
+#define row_f16 scalar_f16
+#endif
 #endif
 
-/* Sixteen channels at a time, bfloat16: widening by interleaving zeros below each element
- * (unpacklo/hi) puts channels 0-3, 8-11 in one register and 4-7, 12-15 in the other; the widened
- * table rows are stored in that same order, and packing the two rounded halves (packus) restores
- * the channel order. So each lane computes the formula for one channel, as the scalar loop does. */
-#define VEC16 16
+/* Sixteen bfloat16 channels: widening by interleaving zeros below each element (unpacklo/hi)
+ * puts channels 0-3, 8-11 in one register and 4-7, 12-15 in the other; the table rows are
+ * widened the same way, and packing the two rounded halves (packus) restores the channel order.
+ * (Both work within 128-bit lanes, so the same holds for 32 channels in AVX-512 registers.) */
 #ifdef __AVX2__
 static inline __m256i bf16_round(__m256 f) { /* float32 -> bfloat16 bits in the low half of each lane */
     const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), quiet = _mm256_set1_epi32(0x40);
@@ -206,100 +187,147 @@ static inline void bf16_store16(uint16_t *p, __m256 lo, __m256 hi) {
     _mm256_storeu_si256((__m256i *)p, _mm256_packus_epi32(bf16_round(lo), bf16_round(hi)));
 }
 
-static void row_bf16(const uint16_t *restrict x, uint16_t *restrict o, const float *restrict c,
-                     const float *restrict s, int64_t h, int interleaved) {
-    int64_t j = 0;
-    if (interleaved) {
-        for (; 2 * j + VEC16 <= 2 * h; j += VEC16 / 2) {
-            __m256 a0, a1;
-            bf16_load16(x + 2 * j, &a0, &a1);
-            const float *cj = c + 2 * j, *sj = s + 2 * j;
-            __m256 r0 = _mm256_addsub_ps(_mm256_mul_ps(a0, _mm256_loadu_ps(cj)),
-                                         _mm256_mul_ps(_mm256_permute_ps(a0, 0xB1), _mm256_loadu_ps(sj)));
-            __m256 r1 = _mm256_addsub_ps(_mm256_mul_ps(a1, _mm256_loadu_ps(cj + 8)),
-                                         _mm256_mul_ps(_mm256_permute_ps(a1, 0xB1), _mm256_loadu_ps(sj + 8)));
-            bf16_store16(o + 2 * j, r0, r1);
-        }
-    } else {
-        for (; j + VEC16 <= h; j += VEC16) {
-            __m256 a0, a1, b0, b1;
-            bf16_load16(x + j, &a0, &a1);
-            bf16_load16(x + j + h, &b0, &b1);
-            __m256 p0 = _mm256_mul_ps(a0, _mm256_loadu_ps(c + j)), q0 = _mm256_mul_ps(b0, _mm256_loadu_ps(s + j));
-            __m256 p1 = _mm256_mul_ps(a1, _mm256_loadu_ps(c + j + 8)), q1 = _mm256_mul_ps(b1, _mm256_loadu_ps(s + j + 8));
-            bf16_store16(o + j, _mm256_sub_ps(p0, q0), _mm256_sub_ps(p1, q1));
-            __m256 u0 = _mm256_mul_ps(b0, _mm256_loadu_ps(c + j + h)), v0 = _mm256_mul_ps(a0, _mm256_loadu_ps(s + j + h));
-            __m256 u1 = _mm256_mul_ps(b1, _mm256_loadu_ps(c + j + h + 8));
-            __m256 v1 = _mm256_mul_ps(a1, _mm256_loadu_ps(s + j + h + 8));
-            bf16_store16(o + j + h, _mm256_add_ps(u0, v0), _mm256_add_ps(u1, v1));
-        }
-    }
-    wide_scalar_bf16(x, o, c, s, h, interleaved, j);
+static inline void bf16_stream16(uint16_t *p, __m256 lo, __m256 hi) {
+    _mm256_stream_si256((__m256i *)p, _mm256_packus_epi32(bf16_round(lo), bf16_round(hi)));
 }
 
-/* Widen n table entries; the first whole groups of sixteen in the lane order row_bf16 reads. */
-static void widen_bf16_table(const uint16_t *in, float *out, int64_t n) {
-    int64_t j = 0;
-    for (; j + VEC16 <= n; j += VEC16) {
-        __m256 lo, hi;
-        bf16_load16(in + j, &lo, &hi);
-        _mm256_storeu_ps(out + j, lo);
-        _mm256_storeu_ps(out + j + 8, hi);
+#define ROW_BF16(NAME, STORE16)                                                                         \
+    static inline void NAME(ROW_ARGS(uint16_t)) {                                                       \
+        int64_t j = j0;                                                                                 \
+        __m256 a0, a1, b0, b1, c0, c1, s0, s1;                                                          \
+        if (interleaved) {                                                                              \
+            for (; 2 * j + 16 <= 2 * h; j += 8) {                                                       \
+                bf16_load16(x + 2 * j, &a0, &a1);                                                       \
+                bf16_load16(c + 2 * j, &c0, &c1);                                                       \
+                bf16_load16(s + 2 * j, &s0, &s1);                                                       \
+                __m256 t0 = _mm256_mul_ps(_mm256_permute_ps(a0, 0xB1), s0); /* pairs swapped */         \
+                __m256 t1 = _mm256_mul_ps(_mm256_permute_ps(a1, 0xB1), s1);                             \
+                STORE16(o + 2 * j, _mm256_addsub_ps(_mm256_mul_ps(a0, c0), t0),                         \
+                        _mm256_addsub_ps(_mm256_mul_ps(a1, c1), t1));                                   \
+            }                                                                                           \
+        } else {                                                                                        \
+            for (; j + 16 <= h; j += 16) {                                                              \
+                bf16_load16(x + j, &a0, &a1);                                                           \
+                bf16_load16(x + j + h, &b0, &b1);                                                       \
+                bf16_load16(c + j, &c0, &c1);                                                           \
+                bf16_load16(s + j, &s0, &s1);                                                           \
+                STORE16(o + j, _mm256_sub_ps(_mm256_mul_ps(a0, c0), _mm256_mul_ps(b0, s0)),             \
+                        _mm256_sub_ps(_mm256_mul_ps(a1, c1), _mm256_mul_ps(b1, s1)));                   \
+                bf16_load16(c + j + h, &c0, &c1);                                                       \
+                bf16_load16(s + j + h, &s0, &s1);                                                       \
+                STORE16(o + j + h, _mm256_add_ps(_mm256_mul_ps(b0, c0), _mm256_mul_ps(a0, s0)),         \
+                        _mm256_add_ps(_mm256_mul_ps(b1, c1), _mm256_mul_ps(a1, s1)));                   \
+            }                                                                                           \
+        }                                                                                               \
+        scalar_bf16(x, o, c, s, h, interleaved, j);                                                     \
     }
-    for (; j < n; ++j) out[j] = bf16_to_f32(in[j]);
-}
+
+ROW_BF16(row_bf16, bf16_store16)
+ROW_BF16(row_bf16_stream, bf16_stream16)
 #else
-static void row_bf16(const uint16_t *x, uint16_t *o, const float *c, const float *s, int64_t h, int il) {
-    wide_scalar_bf16(x, o, c, s, h, il, 0);
-}
-static void widen_bf16_table(const uint16_t *in, float *out, int64_t n) {
-    for (int64_t j = 0; j < n; ++j) out[j] = bf16_to_f32(in[j]);
-}
+#define row_bf16 scalar_bf16
 #endif
 
-#ifdef ROPELAB_HAVE_FLOAT16
-#ifdef HAVE_F16_VEC
-static void row_f16(const _Float16 *restrict x, _Float16 *restrict o, const float *restrict c,
-                    const float *restrict s, int64_t h, int interleaved) {
-    int64_t j = 0;
-    if (interleaved) {
-        for (; 2 * j + 8 <= 2 * h; j += 4) {
-            __m256 xv = F16_LOAD8(x + 2 * j), sw = _mm256_permute_ps(xv, 0xB1);
-            __m256 xc = _mm256_mul_ps(xv, _mm256_loadu_ps(c + 2 * j));
-            F16_STORE8(o + 2 * j, _mm256_addsub_ps(xc, _mm256_mul_ps(sw, _mm256_loadu_ps(s + 2 * j))));
-        }
-    } else {
-        for (; j + 8 <= h; j += 8) {
-            __m256 a = F16_LOAD8(x + j), b = F16_LOAD8(x + j + h);
-            __m256 p = _mm256_mul_ps(a, _mm256_loadu_ps(c + j)), q = _mm256_mul_ps(b, _mm256_loadu_ps(s + j));
-            __m256 u = _mm256_mul_ps(b, _mm256_loadu_ps(c + j + h)), v = _mm256_mul_ps(a, _mm256_loadu_ps(s + j + h));
-            F16_STORE8(o + j, _mm256_sub_ps(p, q));
-            F16_STORE8(o + j + h, _mm256_add_ps(u, v));
-        }
+/* AVX-512: sixteen float32 lanes, or thirty-two bfloat16 channels in two registers. */
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define VEC_BYTES 64
+#define ODD_LANES 0xAAAA /* the second channel of each interleaved pair */
+
+#define ROW512_F32(NAME, STORE, TAIL)                                                                   \
+    static inline void NAME(ROW_ARGS(float)) {                                                          \
+        int64_t j = j0;                                                                                 \
+        if (interleaved) {                                                                              \
+            for (; 2 * j + 16 <= 2 * h; j += 8) {                                                       \
+                __m512 xv = _mm512_loadu_ps(x + 2 * j);                                                 \
+                __m512 xc = _mm512_mul_ps(xv, _mm512_loadu_ps(c + 2 * j));                              \
+                __m512 t = _mm512_mul_ps(_mm512_permute_ps(xv, 0xB1), _mm512_loadu_ps(s + 2 * j));      \
+                STORE(o + 2 * j, _mm512_mask_add_ps(_mm512_sub_ps(xc, t), ODD_LANES, xc, t));           \
+            }                                                                                           \
+        } else {                                                                                        \
+            for (; j + 16 <= h; j += 16) {                                                              \
+                __m512 a = _mm512_loadu_ps(x + j), b = _mm512_loadu_ps(x + j + h);                      \
+                STORE(o + j, _mm512_sub_ps(_mm512_mul_ps(a, _mm512_loadu_ps(c + j)),                    \
+                                           _mm512_mul_ps(b, _mm512_loadu_ps(s + j))));                  \
+                STORE(o + j + h, _mm512_add_ps(_mm512_mul_ps(b, _mm512_loadu_ps(c + j + h)),            \
+                                               _mm512_mul_ps(a, _mm512_loadu_ps(s + j + h))));          \
+            }                                                                                           \
+        }                                                                                               \
+        TAIL(x, o, c, s, h, interleaved, j);                                                            \
     }
-    wide_scalar_f16(x, o, c, s, h, interleaved, j);
+
+static inline __m512i bf16_round512(__m512 f) {
+    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x40);
+    __m512i u = _mm512_castps_si512(f), hi = _mm512_srli_epi32(u, 16);
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(hi, one))), 16);
+    return _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_or_si512(hi, quiet));
 }
+
+static inline void bf16_load32(const uint16_t *p, __m512 *lo, __m512 *hi) {
+    __m512i v = _mm512_loadu_si512(p), z = _mm512_setzero_si512();
+    *lo = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, v));
+    *hi = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, v));
+}
+
+static inline void bf16_store32(uint16_t *p, __m512 lo, __m512 hi) {
+    _mm512_storeu_si512(p, _mm512_packus_epi32(bf16_round512(lo), bf16_round512(hi)));
+}
+
+static inline void bf16_stream32(uint16_t *p, __m512 lo, __m512 hi) {
+    _mm512_stream_si512((__m512i *)p, _mm512_packus_epi32(bf16_round512(lo), bf16_round512(hi)));
+}
+
+#define ROW512_BF16(NAME, STORE32, TAIL)                                                                \
+    static inline void NAME(ROW_ARGS(uint16_t)) {                                                       \
+        int64_t j = j0;                                                                                 \
+        __m512 a0, a1, b0, b1, c0, c1, s0, s1;                                                          \
+        if (interleaved) {                                                                              \
+            for (; 2 * j + 32 <= 2 * h; j += 16) {                                                      \
+                bf16_load32(x + 2 * j, &a0, &a1);                                                       \
+                bf16_load32(c + 2 * j, &c0, &c1);                                                       \
+                bf16_load32(s + 2 * j, &s0, &s1);                                                       \
+                __m512 p0 = _mm512_mul_ps(a0, c0), p1 = _mm512_mul_ps(a1, c1);                          \
+                __m512 t0 = _mm512_mul_ps(_mm512_permute_ps(a0, 0xB1), s0);                             \
+                __m512 t1 = _mm512_mul_ps(_mm512_permute_ps(a1, 0xB1), s1);                             \
+                STORE32(o + 2 * j, _mm512_mask_add_ps(_mm512_sub_ps(p0, t0), ODD_LANES, p0, t0),        \
+                        _mm512_mask_add_ps(_mm512_sub_ps(p1, t1), ODD_LANES, p1, t1));                  \
+            }                                                                                           \
+        } else {                                                                                        \
+            for (; j + 32 <= h; j += 32) {                                                              \
+                bf16_load32(x + j, &a0, &a1);                                                           \
+                bf16_load32(x + j + h, &b0, &b1);                                                       \
+                bf16_load32(c + j, &c0, &c1);                                                           \
+                bf16_load32(s + j, &s0, &s1);                                                           \
+                STORE32(o + j, _mm512_sub_ps(_mm512_mul_ps(a0, c0), _mm512_mul_ps(b0, s0)),             \
+                        _mm512_sub_ps(_mm512_mul_ps(a1, c1), _mm512_mul_ps(b1, s1)));                   \
+                bf16_load32(c + j + h, &c0, &c1);                                                       \
+                bf16_load32(s + j + h, &s0, &s1);                                                       \
+                STORE32(o + j + h, _mm512_add_ps(_mm512_mul_ps(b0, c0), _mm512_mul_ps(a0, s0)),         \
+                        _mm512_add_ps(_mm512_mul_ps(b1, c1), _mm512_mul_ps(a1, s1)));                   \
+            }                                                                                           \
+        }                                                                                               \
+        TAIL(x, o, c, s, h, interleaved, j);                                                            \
+    }
+
+#define F32_STREAM16(p, v) _mm512_stream_ps((p), (v))
+ROW512_F32(row512_f32, _mm512_storeu_ps, row_f32)
+ROW512_F32(row512_f32_stream, F32_STREAM16, row_f32_stream)
+ROW512_BF16(row512_bf16, bf16_store32, row_bf16)
+ROW512_BF16(row512_bf16_stream, bf16_stream32, row_bf16_stream)
+#define ROW_F32 row512_f32
+#define ROW_F32_STREAM row512_f32_stream
+#define ROW_BF16_ row512_bf16
+#define ROW_BF16_STREAM row512_bf16_stream
+#elif defined(__AVX2__)
+#define VEC_BYTES 32
+#define ROW_F32 row_f32
+#define ROW_F32_STREAM row_f32_stream
+#define ROW_BF16_ row_bf16
+#define ROW_BF16_STREAM row_bf16_stream
 #else
-static void row_f16(const _Float16 *x, _Float16 *o, const float *c, const float *s, int64_t h, int il) {
-    wide_scalar_f16(x, o, c, s, h, il, 0);
-}
+#define VEC_BYTES 0 /* no streaming stores */
+#define ROW_F32 row_f32
+#define ROW_BF16_ row_bf16
 #endif
-static void widen_f16_table(const _Float16 *in, float *out, int64_t n) {
-    for (int64_t j = 0; j < n; ++j) out[j] = (float)in[j];
-}
-#endif
-
-/* Widen a half-split table row half by half (each half in row_bf16's lane order), an interleaved
- * one whole. */
-static void widen_table(int dtype, const void *in, float *out, int64_t h, int interleaved) {
-    int64_t parts = interleaved ? 1 : 2, n = interleaved ? 2 * h : h;
-    for (int64_t k = 0; k < parts; ++k) {
-        if (dtype == BF16) widen_bf16_table((const uint16_t *)in + k * n, out + k * n, n);
-#ifdef ROPELAB_HAVE_FLOAT16
-        else widen_f16_table((const _Float16 *)in + k * n, out + k * n, n);
-#endif
-    }
-}
 
 /* Which dtypes this build supports, as a bit mask over the enum above, plus
  * bit 8 when it was built with OpenMP. */
@@ -317,7 +345,7 @@ int ropelab_features(void) {
 /* A problem: ndim leading axes (in the kernel's loop order), and for x, out,
  * cos and sin (index 0..3) a base pointer and strides in elements. */
 typedef struct {
-    int dtype, interleaved, ndim;
+    int dtype, interleaved, ndim, stream; /* stream: write out with non-temporal stores */
     int64_t h;
     int64_t size[MAXD];
     int64_t st[4][MAXD];
@@ -325,108 +353,161 @@ typedef struct {
     int64_t esize;
 } problem;
 
-/* 16-bit tables: each thread keeps the last NSLOT table rows it widened to float32, slot chosen by
- * row, so that the rows of a block of positions are widened once and reused by every head. */
-#define NSLOT 64
-#define WIDE_MAX 32768 /* floats of widened cos and sin a thread keeps at most (128 KiB) */
-typedef struct {
-    float *rows; /* NSLOT x (cos, sin) x 2h */
-    int64_t tag[NSLOT][2];
-} table_cache;
-
-static int widened_tables(const problem *p) {
-    return (p->dtype == BF16 || p->dtype == F16) && NSLOT * 4 * p->h <= WIDE_MAX;
+/* One row: x, out, cos and sin at element offsets e[0..3]. */
+static inline void rotate_row(const problem *p, const int64_t *e) {
+    const char *x = p->base[0] + e[0] * p->esize, *c = p->base[2] + e[2] * p->esize;
+    const char *s = p->base[3] + e[3] * p->esize;
+    char *o = (char *)p->base[1] + e[1] * p->esize;
+    const int64_t h = p->h;
+    const int il = p->interleaved;
+#define ROW(FN, T) FN((const T *)x, (T *)o, (const T *)c, (const T *)s, h, il, 0)
+    switch (p->dtype) {
+    case F32:
+#if VEC_BYTES
+        if (p->stream) {
+            ROW(ROW_F32_STREAM, float);
+            break;
+        }
+#endif
+        ROW(ROW_F32, float);
+        break;
+    case F64:
+        ROW(scalar_f64, double);
+        break;
+    case BF16:
+#if VEC_BYTES
+        if (p->stream) {
+            ROW(ROW_BF16_STREAM, uint16_t);
+            break;
+        }
+#endif
+        ROW(ROW_BF16_, uint16_t);
+        break;
+#ifdef ROPELAB_HAVE_FLOAT16
+    case F16:
+        ROW(row_f16, _Float16);
+        break;
+#endif
+    default:
+        break;
+    }
+#undef ROW
 }
 
 /* Rotate rows [row_begin, row_end) of the box `size` (mixed radix, last axis
- * fastest) whose first row sits at element offsets off[0..3]. */
-static void rotate_box(const problem *p, table_cache *tc, const int64_t *size, const int64_t *off,
-                       int64_t row_begin, int64_t row_end) {
-    int64_t idx[MAXD], rem = row_begin;
-    int n = p->ndim;
+ * fastest) whose first row sits at element offsets off[0..3]. The offsets of
+ * the next row are updated, not recomputed. */
+static void rotate_box(const problem *p, const int64_t *size, const int64_t *off, int64_t row_begin,
+                       int64_t row_end) {
+    int64_t idx[MAXD], e[4], rem = row_begin;
+    const int n = p->ndim;
     for (int d = n - 1; d >= 0; --d) {
         idx[d] = rem % size[d];
         rem /= size[d];
     }
-    const int64_t w = 2 * p->h;
+    for (int t = 0; t < 4; ++t) {
+        e[t] = off[t];
+        for (int d = 0; d < n; ++d) e[t] += idx[d] * p->st[t][d];
+    }
     for (int64_t r = row_begin; r < row_end; ++r) {
-        int64_t e[4];
-        const char *ptr[4];
-        for (int t = 0; t < 4; ++t) {
-            e[t] = off[t];
-            for (int d = 0; d < n; ++d) e[t] += idx[d] * p->st[t][d];
-            ptr[t] = p->base[t] + e[t] * p->esize;
-        }
-        if (tc) { /* a 16-bit row against widened table rows */
-            int slot = (int)((uint64_t)(e[2] / w) % NSLOT);
-            float *cw = tc->rows + (int64_t)slot * 2 * w, *sw = cw + w;
-            if (tc->tag[slot][0] != e[2] || tc->tag[slot][1] != e[3]) {
-                widen_table(p->dtype, ptr[2], cw, p->h, p->interleaved);
-                widen_table(p->dtype, ptr[3], sw, p->h, p->interleaved);
-                tc->tag[slot][0] = e[2], tc->tag[slot][1] = e[3];
-            }
-            if (p->dtype == BF16)
-                row_bf16((const uint16_t *)ptr[0], (uint16_t *)ptr[1], cw, sw, p->h, p->interleaved);
-#ifdef ROPELAB_HAVE_FLOAT16
-            else
-                row_f16((const _Float16 *)ptr[0], (_Float16 *)ptr[1], cw, sw, p->h, p->interleaved);
-#endif
-        } else {
-            switch (p->dtype) {
-            case F32:
-                row_f32((const float *)ptr[0], (float *)ptr[1], (const float *)ptr[2], (const float *)ptr[3], p->h,
-                        p->interleaved);
-                break;
-            case F64:
-                scalar_f64((const double *)ptr[0], (double *)ptr[1], (const double *)ptr[2],
-                           (const double *)ptr[3], p->h, p->interleaved, 0);
-                break;
-            case BF16: /* rows too wide to keep widened: convert as they are read */
-                scalar_bf16((const uint16_t *)ptr[0], (uint16_t *)ptr[1], (const uint16_t *)ptr[2],
-                            (const uint16_t *)ptr[3], p->h, p->interleaved, 0);
-                break;
-#ifdef ROPELAB_HAVE_FLOAT16
-            case F16:
-                scalar_f16((const _Float16 *)ptr[0], (_Float16 *)ptr[1], (const _Float16 *)ptr[2],
-                           (const _Float16 *)ptr[3], p->h, p->interleaved, 0);
-                break;
-#endif
-            default:
-                break;
-            }
-        }
+        rotate_row(p, e);
         for (int d = n - 1; d >= 0; --d) { /* next row: increment the mixed-radix index */
-            if (++idx[d] < size[d]) break;
+            if (++idx[d] < size[d]) {
+                for (int t = 0; t < 4; ++t) e[t] += p->st[t][d];
+                break;
+            }
             idx[d] = 0;
+            for (int t = 0; t < 4; ++t) e[t] -= (size[d] - 1) * p->st[t][d];
         }
     }
 }
 
-/* One thread's share: positions [pos_begin, pos_end) of axis `ax` in blocks of `block`, every other
- * axis whole (ax >= 0), or rows [pos_begin, pos_end) (ax < 0). */
-static void rotate_share(const problem *p, int ax, int64_t block, int64_t pos_begin, int64_t pos_end) {
-    table_cache tc, *tcp = NULL;
-    float rows[widened_tables(p) ? NSLOT * 4 * p->h : 1]; /* at most WIDE_MAX floats */
-    if (widened_tables(p)) {
-        tc.rows = rows;
-        for (int k = 0; k < NSLOT; ++k) tc.tag[k][0] = tc.tag[k][1] = -1; /* offsets are never negative */
-        tcp = &tc;
+/* One block of positions [b0, b1) of axis ax, every other axis whole. The axes outside ax (the
+ * heads the tables broadcast over) go in groups of GROUP; within a group, position by position,
+ * the group's rows of one position one after another: the table row is read once and reused from
+ * L1, and GROUP streams of x and out advance side by side. Then the axes inside ax, if any. */
+static void rotate_block(const problem *p, int ax, int64_t b0, int64_t b1) {
+    int64_t outer = 1, inner = 1, isize[MAXD];
+    for (int d = 0; d < p->ndim; ++d) {
+        if (d < ax) outer *= p->size[d];
+        if (d > ax) inner *= p->size[d];
+        isize[d] = d > ax ? p->size[d] : 1;
     }
+    for (int64_t g = 0; g < outer; g += GROUP) {
+        const int k = outer - g < GROUP ? (int)(outer - g) : GROUP;
+        int64_t eo[GROUP][4];
+        for (int i = 0; i < k; ++i) { /* offsets of outer index g + i, mixed radix over axes < ax */
+            int64_t rem = g + i;
+            for (int t = 0; t < 4; ++t) eo[i][t] = 0;
+            for (int d = ax - 1; d >= 0; --d) {
+                for (int t = 0; t < 4; ++t) eo[i][t] += rem % p->size[d] * p->st[t][d];
+                rem /= p->size[d];
+            }
+        }
+        for (int64_t pos = b0; pos < b1; ++pos)
+            for (int i = 0; i < k; ++i) {
+                int64_t e[4];
+                for (int t = 0; t < 4; ++t) e[t] = eo[i][t] + pos * p->st[t][ax];
+                if (inner == 1)
+                    rotate_row(p, e);
+                else
+                    rotate_box(p, isize, e, 0, inner);
+            }
+    }
+}
+
+/* One thread's share: positions [pos_begin, pos_end) of axis `ax` in blocks of `block` (ax >= 0),
+ * or rows [pos_begin, pos_end) in the loop order (ax < 0). */
+static void rotate_share(const problem *p, int ax, int64_t block, int64_t pos_begin, int64_t pos_end) {
     const int64_t zero[4] = {0, 0, 0, 0};
     if (ax < 0) {
-        rotate_box(p, tcp, p->size, zero, pos_begin, pos_end);
+        rotate_box(p, p->size, zero, pos_begin, pos_end);
         return;
     }
-    int64_t size[MAXD], off[4];
-    memcpy(size, p->size, sizeof size);
-    int64_t rows_per_pos = 1;
+    for (int64_t b = pos_begin; b < pos_end; b += block)
+        rotate_block(p, ax, b, pos_end - b < block ? pos_end : b + block);
+}
+
+/* Bytes of cos and sin per block of positions: half the L2 cache as the C library reports it,
+ * between 64 KiB and 1 MiB. */
+static int64_t table_block_bytes(void) {
+    long l2 = -1;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    int64_t b = l2 > 0 ? (int64_t)l2 / 2 : 0;
+    return b < TABLE_BLOCK ? TABLE_BLOCK : b > TABLE_BLOCK_MAX ? TABLE_BLOCK_MAX : b;
+}
+
+/* Whether to write out with non-temporal stores, which go to memory without first reading the
+ * destination's cache lines (a plain store reads each line before it overwrites it): when out
+ * takes at least stream_from bytes (STREAM_FROM if 0, never if negative), too many to stay in
+ * one core's share of the caches, and every vector store is 32-byte aligned (the base, each row's
+ * stride and, half-split, the second half's offset). */
+static int stream_rows(const problem *p, int64_t rows, int64_t stream_from) {
+#if VEC_BYTES
+    /* elements per vector store; F32 and BF16 have streaming rows where there are vectors */
+    int64_t lanes = p->dtype == F32 || p->dtype == BF16 ? VEC_BYTES / p->esize : 0;
+    if (!lanes || (uintptr_t)p->base[1] % VEC_BYTES || (!p->interleaved && p->h % lanes) ||
+        (2 * p->h) % lanes)
+        return 0;
     for (int d = 0; d < p->ndim; ++d)
-        if (d != ax) rows_per_pos *= p->size[d];
-    for (int64_t b = pos_begin; b < pos_end; b += block) {
-        size[ax] = pos_end - b < block ? pos_end - b : block;
-        for (int t = 0; t < 4; ++t) off[t] = b * p->st[t][ax];
-        rotate_box(p, tcp, size, off, 0, rows_per_pos * size[ax]);
-    }
+        if (p->size[d] > 1 && p->st[1][d] % lanes) return 0;
+    if (stream_from == 0) stream_from = STREAM_FROM;
+    return stream_from > 0 && rows * 2 * p->h * p->esize >= stream_from;
+#else
+    (void)p, (void)rows, (void)stream_from;
+    return 0;
+#endif
+}
+
+/* Non-temporal stores are weakly ordered: make them visible before the call returns. */
+static inline void fence(const problem *p) {
+#ifdef __AVX__
+    if (p->stream) _mm_sfence();
+#else
+    (void)p;
+#endif
 }
 
 static const int64_t ESIZE[4] = {4, 8, 2, 2};
@@ -438,11 +519,15 @@ static const int64_t ESIZE[4] = {4, 8, 2, 2};
  * file): rows are numbered in that order, so [0, rows) is the whole problem,
  * which is what ropelab passes. With OpenMP and nthreads > 1 the work is
  * split between nthreads threads of the process's OpenMP runtime (torch's
- * own, where torch has loaded libgomp). Returns 0, or -1 for an unsupported
- * dtype or ndim. */
+ * own, where torch has loaded libgomp). block_bytes is the bytes of cos and
+ * sin per block of positions, or 0 for half the L2 cache (64 KiB to 1 MiB);
+ * stream_from the bytes of out from which non-temporal stores write it (0:
+ * 16 MiB, negative: never).
+ * Returns 0, or -1 for an unsupported dtype or ndim. */
 int ropelab_rotate(int dtype, int interleaved, int ndim, const int64_t *size, const void *x, const int64_t *xs,
                    void *out, const int64_t *os, const void *cos, const int64_t *cs, const void *sin,
-                   const int64_t *ss, int64_t h, int64_t row_begin, int64_t row_end, int nthreads) {
+                   const int64_t *ss, int64_t h, int64_t row_begin, int64_t row_end, int nthreads,
+                   int64_t block_bytes, int64_t stream_from) {
     if (ndim < 0 || ndim > MAXD || dtype < 0 || dtype > 7 || !(ropelab_features() & (1 << dtype))) return -1;
     problem p;
     p.dtype = dtype, p.interleaved = interleaved, p.ndim = ndim, p.h = h, p.esize = ESIZE[dtype];
@@ -475,18 +560,22 @@ int ropelab_rotate(int dtype, int interleaved, int ndim, const int64_t *size, co
     int64_t total = 1;
     for (int d = 0; d < ndim; ++d) total *= p.size[d];
     if (!(ax >= 0 && outer_broadcast && row_begin == 0 && row_end == total)) ax = -1;
-    int64_t block = TABLE_BLOCK / (2 * 2 * h * p.esize);
-    if (widened_tables(&p)) block = NSLOT; /* a block's widened rows fill the slots exactly */
+    p.stream = stream_rows(&p, row_end - row_begin, stream_from);
+    int64_t block = (block_bytes > 0 ? block_bytes : table_block_bytes()) / (2 * 2 * h * p.esize);
     if (block < 1) block = 1;
     int64_t begin = ax >= 0 ? 0 : row_begin, end = ax >= 0 ? p.size[ax] : row_end, n = end - begin;
 #ifdef _OPENMP
     if (nthreads > 1 && n >= nthreads) {
 #pragma omp parallel for num_threads(nthreads) schedule(static)
-        for (int t = 0; t < nthreads; ++t)
+        for (int t = 0; t < nthreads; ++t) {
             rotate_share(&p, ax, block, begin + n * t / nthreads, begin + n * (t + 1) / nthreads);
+            fence(&p);
+        }
         return 0;
     }
 #endif
+    (void)n;
     rotate_share(&p, ax, block, begin, end);
+    fence(&p);
     return 0;
 }

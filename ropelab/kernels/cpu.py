@@ -65,6 +65,11 @@ _MAXD = 4  # leading axes the kernel indexes (MAXD in cpu.c)
 _DTYPES = {torch.float32: 0, torch.float64: 1, torch.bfloat16: 2, torch.float16: 3}
 # elements below which one thread beats waking others (torch's at::internal::GRAIN_SIZE)
 _GRAIN = 32768
+# Bytes of cos and sin per block of positions (0: half the L2 cache), and the bytes of
+# out from which it is written with non-temporal stores (0: 16 MiB; negative: never).
+# Tests shrink both to reach the kernel's blocked and streaming paths with small tensors.
+_BLOCK_BYTES = 0
+_STREAM_FROM = 0
 
 _KEEP = 4  # builds kept in the cache directory, newest first
 _lock = threading.Lock()
@@ -94,22 +99,29 @@ def _compiler() -> list[str] | None:
 
 
 # -ffp-contract=off: no fused multiply-add, so float32/float64 match torch's formula
-# bit for bit.
-_FLAGS = ("-O3", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-math-errno")
+# bit for bit. -fno-tree-vectorize: the vector loops are written out by hand, and
+# GCC 12's auto-vectorizer turns the scalar loops' alternating a*c - b*s, b*c + a*s
+# into fused vfmaddsub (one rounding less) despite -ffp-contract=off where AVX-512
+# provides it.
+_FLAGS = (
+    "-O3", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-math-errno",
+    "-fno-tree-vectorize",
+)  # fmt: skip
+
+
+_AVX2 = ("-mavx2", "-mf16c")
+_AVX512 = (*_AVX2, "-mavx512f", "-mavx512bw")
 
 
 def _isa_flags() -> list[str]:
-    """AVX2 and F16C for the 16-bit conversions, on x86 CPUs that torch finds AVX2
-    (or AVX-512) on."""
-    if platform.machine().lower() in (
-        "x86_64",
-        "amd64",
-    ) and torch.backends.cpu.get_cpu_capability() in (
-        "AVX2",
-        "AVX512",
-    ):
-        return ["-mavx2", "-mf16c"]
-    return []
+    """The vector ISA to compile for, on x86 CPUs: AVX-512 (F and BW) where torch
+    finds AVX-512, else AVX2 where torch finds AVX2; with F16C for the 16-bit
+    conversions. The library is built on the machine that runs it, so this is the
+    machine's own ISA."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return []
+    capability = torch.backends.cpu.get_cpu_capability()
+    return list(_AVX512 if capability == "AVX512" else _AVX2 if capability == "AVX2" else ())
 
 
 def _library_name(cc: list[str]) -> str:
@@ -184,8 +196,10 @@ def _build(cc: list[str], target: Path) -> None:
     try:
         errors = []
         isa = _isa_flags()
+        narrower = list(_AVX2) if isa == list(_AVX512) else isa  # an older compiler
         for extra in (
             [*isa, "-fopenmp", "-DROPELAB_HAVE_FLOAT16"],
+            [*narrower, "-fopenmp", "-DROPELAB_HAVE_FLOAT16"],
             [*isa, "-fopenmp"],
             ["-fopenmp"],
             [*isa, "-DROPELAB_HAVE_FLOAT16"],
@@ -243,6 +257,7 @@ def _open(path: Path) -> ctypes.CDLL:
         ctypes.c_void_p, i64p, ctypes.c_void_p, i64p,
         ctypes.c_void_p, i64p, ctypes.c_void_p, i64p,
         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
+        ctypes.c_int64, ctypes.c_int64,
     ]  # fmt: skip
     return lib
 
@@ -497,6 +512,8 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
             0,
             rows,
             threads,
+            _BLOCK_BYTES,
+            _STREAM_FROM,
         )
         == 0
     )
