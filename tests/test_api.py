@@ -1,6 +1,7 @@
 """Tests for the package surface: ropelab.__all__, the API page, ``python -m ropelab``."""
 
 import importlib
+import importlib.util
 import re
 import subprocess
 import sys
@@ -23,11 +24,19 @@ def test_every_public_name_is_documented_and_every_documented_name_exists():
         # the longest importable module prefix, then attributes (a class's method)
         parts = dotted.removeprefix("ropelab.").split(".")
         for cut in range(len(parts) - 1, -1, -1):
+            module = ".".join(["ropelab", *parts[:cut]])
             try:
-                obj = importlib.import_module(".".join(["ropelab", *parts[:cut]]))
+                obj = importlib.import_module(module)
                 break
-            except ModuleNotFoundError:
+            except ModuleNotFoundError as missing:
+                # a ropelab module that exists but needs Triton, which is optional (make test
+                # installs it): its names are checked where Triton is installed
+                if missing.name == "triton" and importlib.util.find_spec(module):
+                    obj = None
+                    break
                 continue
+        if obj is None:
+            continue
         for part in parts[cut:]:
             obj = getattr(obj, part)  # AttributeError names what the page documents in vain
 

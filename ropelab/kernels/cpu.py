@@ -67,7 +67,8 @@ _DTYPES = {torch.float32: 0, torch.float64: 1, torch.bfloat16: 2, torch.float16:
 _GRAIN = 32768
 # Bytes of cos and sin per block of positions (0: half the L2 cache), and the bytes of
 # out from which it is written with non-temporal stores (0: 16 MiB; negative: never).
-# Tests shrink both to reach the kernel's blocked and streaming paths with small tensors.
+# Tests shrink both to reach the kernel's blocked and streaming paths with small
+# tensors.
 _BLOCK_BYTES = 0
 _STREAM_FROM = 0
 
@@ -121,7 +122,9 @@ def _isa_flags() -> list[str]:
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return []
     capability = torch.backends.cpu.get_cpu_capability()
-    return list(_AVX512 if capability == "AVX512" else _AVX2 if capability == "AVX2" else ())
+    if capability == "AVX512":
+        return list(_AVX512)
+    return list(_AVX2) if capability == "AVX2" else []
 
 
 def _library_name(cc: list[str]) -> str:
