@@ -146,9 +146,9 @@ def overlaps(a: Tensor, b: Tensor) -> bool:
     from marking ``a``'s bytes in a mask over the common range (as many bytes
     as that range holds, on the CPU) and reading it through ``b``'s strides.
     """
-    if not a.numel() or not b.numel() or a.device != b.device:
-        return False
     if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False  # the common case first: a decode step checks three pairs per token
+    if not a.numel() or not b.numel() or a.device != b.device:
         return False
     (a0, a1), (b0, b1) = _byte_extent(a), _byte_extent(b)
     if a1 <= b0 or b1 <= a0:

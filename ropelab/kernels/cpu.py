@@ -76,9 +76,6 @@ _KEEP = 4  # builds kept in the cache directory, newest first
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
 _warned = False
-_plans: dict[
-    tuple, tuple | None
-] = {}  # shapes and strides -> the kernel's shape arguments (see _plan)
 
 
 def _cache_dir() -> Path:
@@ -279,6 +276,8 @@ def _load() -> dict[str, Any]:
             "dtypes": frozenset(),
             "openmp": False,
             "replaced": None,
+            # (dtypes, shapes, strides, layout) -> ropelab_rotate's other arguments
+            "plans": {},
         }
         try:
             if os.environ.get("ROPELAB_NATIVE", "1").strip().lower() in (
@@ -362,7 +361,7 @@ def status() -> dict[str, Any]:
     (None, or which untrusted or corrupt library was deleted and rebuilt).
     Building happens here if it has not yet.
     """
-    state = {k: v for k, v in _load().items() if k != "lib"}
+    state = {k: v for k, v in _load().items() if k not in ("lib", "plans")}
     state["dtypes"] = [
         str(dt).removeprefix("torch.") for dt in _DTYPES if dt in state["dtypes"]
     ]
@@ -449,74 +448,56 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
         cos, sin: ``(..., seq, dim)`` in ``x``'s dtype, broadcastable to ``x``.
         layout: ``"half_split"`` or ``"interleaved"``.
     """
-    dtype = x.dtype
-    if (
-        dtype not in _DTYPES
-        or out.dtype != dtype
-        or cos.dtype != dtype
-        or sin.dtype != dtype
-    ):
-        return False
-    tensors = (out, x, cos, sin)
-    if any(
-        t.device.type != "cpu"
-        or type(t) not in _PLAIN
-        or t.is_neg()
-        or t._is_zerotensor()
-        for t in tensors
-    ):
-        return False  # a zero tensor has no data to point at
+    for t in (out, x, cos, sin):  # a zero tensor has no data to point at
+        if type(t) not in _PLAIN or not t.is_cpu or t.is_neg() or t._is_zerotensor():
+            return False
     if _traced():
         return False
     state = _state or _load()
     if not state["available"]:
         _warn_fallback(state)
         return False
-    if dtype not in state["dtypes"]:
+    key = (x.dtype, out.dtype, cos.dtype, sin.dtype, x.shape, x.stride(), out.stride(),
+           cos.shape, cos.stride(), sin.shape, sin.stride(), layout)  # fmt: skip
+    plans = state["plans"]
+    call = plans.get(key, False)
+    if call is False:
+        call = _call_args(state, x, out, cos, sin, layout)
+        if len(plans) >= 256:
+            plans.clear()
+        plans[key] = call
+    if call is None:
         return False
-    if x.numel() == 0:
+    if not call:  # nothing to rotate
         return True
-    key = (
-        x.shape,
-        x.stride(),
-        out.stride(),
-        cos.shape,
-        cos.stride(),
-        sin.shape,
-        sin.stride(),
-    )
-    plan = _plans.get(key, False)
-    if plan is False:
-        plan = _plan(x, out, cos, sin)
-        if len(_plans) >= 256:
-            _plans.clear()
-        _plans[key] = plan
-    if plan is None:
-        return False
-    ndim, sizes, (xs, os_, cs, ss), rows = plan
-    threads = (
-        torch.get_num_threads() if state["openmp"] and x.numel() >= 2 * _GRAIN else 1
-    )
+    dtype, interleaved, ndim, sizes, xs, os_, cs, ss, h, rows, big = call
+    threads = torch.get_num_threads() if big else 1
     return (
         state["lib"].ropelab_rotate(
-            _DTYPES[dtype],
-            layout == "interleaved",
-            ndim,
-            sizes,
-            x.data_ptr(),
-            xs,
-            out.data_ptr(),
-            os_,
-            cos.data_ptr(),
-            cs,
-            sin.data_ptr(),
-            ss,
-            x.shape[-1] // 2,
-            0,
-            rows,
-            threads,
-            _BLOCK_BYTES,
-            _STREAM_FROM,
-        )
+            dtype, interleaved, ndim, sizes, x.data_ptr(), xs, out.data_ptr(), os_,
+            cos.data_ptr(), cs, sin.data_ptr(), ss, h, 0, rows, threads,
+            _BLOCK_BYTES, _STREAM_FROM,
+        )  # fmt: skip
         == 0
     )
+
+
+def _call_args(
+    state: dict[str, Any], x: Tensor, out: Tensor, cos: Tensor, sin: Tensor, layout: str
+) -> tuple | None:
+    """What ``ropelab_rotate`` needs besides the data pointers, for these dtypes,
+    shapes and strides; None if the kernel cannot take them, () if x is empty."""
+    dtype = x.dtype
+    if dtype not in _DTYPES or dtype not in state["dtypes"]:
+        return None
+    if out.dtype != dtype or cos.dtype != dtype or sin.dtype != dtype:
+        return None
+    if x.numel() == 0:
+        return ()
+    plan = _plan(x, out, cos, sin)
+    if plan is None:
+        return None
+    ndim, sizes, (xs, os_, cs, ss), rows = plan
+    big = state["openmp"] and x.numel() >= 2 * _GRAIN  # worth waking other threads
+    return (_DTYPES[dtype], layout == "interleaved", ndim, sizes, xs, os_, cs, ss,
+            x.shape[-1] // 2, rows, big)  # fmt: skip
