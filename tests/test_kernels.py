@@ -83,8 +83,8 @@ def test_bit_identical_to_plain_formula(layout, dtype, case):
 @needs_kernel
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-# 20: a row that is not a whole number of 8-wide vectors (the scalar tail); 2050: rows wider than the
-# kernel's buffers, which take its direct loop
+# 20: a row that is not a whole number of 8-wide vectors (the scalar tail); 2050: the special values in
+# the widest vectors the build has, then narrower vectors and the scalar tail
 @pytest.mark.parametrize("dim", [20, 32, 2050])
 def test_16_bit_is_the_float32_formula_rounded_once(layout, dtype, dim):
     if dtype == torch.float16 and "float16" not in _native.status()["dtypes"]:

@@ -7,7 +7,8 @@
  * the compiler has it.
  *
  * Each output is the plain formula term by term, with no fused multiply-add
- * (the build passes -ffp-contract=off, and the vector loops use separate
+ * (the build passes -ffp-contract=off and -fno-tree-vectorize, and the vector
+ * loops, written out with AVX2 or AVX-512 intrinsics, use separate
  * multiplications and additions):
  *   half_split  out[j]   = x[j]*c[j]     - x[j+h]*s[j]
  *               out[j+h] = x[j+h]*c[j+h] + x[j]*s[j+h]
@@ -31,7 +32,10 @@
  *      block is rotated before the next block: the table rows are read from
  *      memory once, and from cache for the other heads, instead of once per
  *      head. Big blocks also keep each head's stretch of x long, which the
- *      hardware prefetcher needs.
+ *      hardware prefetcher needs. Within a block two heads advance side by
+ *      side, position by position, and share each table row; more than two
+ *      were slower, as heads lie a power of two apart and compete for the
+ *      same cache sets.
  *   3. Threads take contiguous ranges of positions (with blocks) or of rows.
  *   4. An output too big to stay cached is written with non-temporal stores,
  *      which skip reading its cache lines before overwriting them.
@@ -165,65 +169,65 @@ ROW_VEC(row_f16, _Float16, F16_LOAD8, F16_STORE8, scalar_f16)
 #endif
 #endif
 
-/* Sixteen bfloat16 channels: widening by interleaving zeros below each element (unpacklo/hi)
- * puts channels 0-3, 8-11 in one register and 4-7, 12-15 in the other; the table rows are
- * widened the same way, and packing the two rounded halves (packus) restores the channel order.
- * (Both work within 128-bit lanes, so the same holds for 32 channels in AVX-512 registers.) */
-#ifdef __AVX2__
-static inline __m256i bf16_round(__m256 f) { /* float32 -> bfloat16 bits in the low half of each lane */
-    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), quiet = _mm256_set1_epi32(0x40);
-    __m256i u = _mm256_castps_si256(f), hi = _mm256_srli_epi32(u, 16);
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(hi, one))), 16);
-    return _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)));
-}
-
-static inline void bf16_load16(const uint16_t *p, __m256 *lo, __m256 *hi) {
-    __m256i v = _mm256_loadu_si256((const __m256i *)p), z = _mm256_setzero_si256();
-    *lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, v));
-    *hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, v));
-}
-
-static inline void bf16_store16(uint16_t *p, __m256 lo, __m256 hi) {
-    _mm256_storeu_si256((__m256i *)p, _mm256_packus_epi32(bf16_round(lo), bf16_round(hi)));
-}
-
-static inline void bf16_stream16(uint16_t *p, __m256 lo, __m256 hi) {
-    _mm256_stream_si256((__m256i *)p, _mm256_packus_epi32(bf16_round(lo), bf16_round(hi)));
-}
-
-#define ROW_BF16(NAME, STORE16)                                                                         \
+/* bfloat16 without shuffles. A vector register loaded with 2n bfloat16 channels holds them in
+ * pairs, one pair per 32-bit lane: the even channel in the low half, the odd one in the high
+ * half. Shifting each lane left by 16 widens the even channels to float32, clearing the low half
+ * widens the odd ones (bf16_split); the tables are split the same way, so every lane computes the
+ * formula for one channel, as the scalar loop does, and an interleaved pair (2j, 2j+1) is the
+ * even and the odd half of one 32-bit lane. Rounding leaves each result in the high half of its
+ * lane, and the even results shifted down, or-ed with the odd ones, are the output channels in
+ * order (bf16_join). Shifts, ands, adds and ors run on more ports than shuffles do. */
+#define ROW_BF16(NAME, V, SPLIT, JOIN, STORE, MUL, ADD, SUB, STEP, TAIL)                                \
     static inline void NAME(ROW_ARGS(uint16_t)) {                                                       \
         int64_t j = j0;                                                                                 \
-        __m256 a0, a1, b0, b1, c0, c1, s0, s1;                                                          \
+        V ae, ao, be, bo, ce, co, se, so;                                                               \
         if (interleaved) {                                                                              \
-            for (; 2 * j + 16 <= 2 * h; j += 8) {                                                       \
-                bf16_load16(x + 2 * j, &a0, &a1);                                                       \
-                bf16_load16(c + 2 * j, &c0, &c1);                                                       \
-                bf16_load16(s + 2 * j, &s0, &s1);                                                       \
-                __m256 t0 = _mm256_mul_ps(_mm256_permute_ps(a0, 0xB1), s0); /* pairs swapped */         \
-                __m256 t1 = _mm256_mul_ps(_mm256_permute_ps(a1, 0xB1), s1);                             \
-                STORE16(o + 2 * j, _mm256_addsub_ps(_mm256_mul_ps(a0, c0), t0),                         \
-                        _mm256_addsub_ps(_mm256_mul_ps(a1, c1), t1));                                   \
+            for (; 2 * j + STEP <= 2 * h; j += STEP / 2) { /* pairs (2j, 2j+1): STEP channels */       \
+                SPLIT(x + 2 * j, &ae, &ao);                                                             \
+                SPLIT(c + 2 * j, &ce, &co);                                                             \
+                SPLIT(s + 2 * j, &se, &so);                                                             \
+                STORE(o + 2 * j, JOIN(SUB(MUL(ae, ce), MUL(ao, se)), ADD(MUL(ao, co), MUL(ae, so))));   \
             }                                                                                           \
         } else {                                                                                        \
-            for (; j + 16 <= h; j += 16) {                                                              \
-                bf16_load16(x + j, &a0, &a1);                                                           \
-                bf16_load16(x + j + h, &b0, &b1);                                                       \
-                bf16_load16(c + j, &c0, &c1);                                                           \
-                bf16_load16(s + j, &s0, &s1);                                                           \
-                STORE16(o + j, _mm256_sub_ps(_mm256_mul_ps(a0, c0), _mm256_mul_ps(b0, s0)),             \
-                        _mm256_sub_ps(_mm256_mul_ps(a1, c1), _mm256_mul_ps(b1, s1)));                   \
-                bf16_load16(c + j + h, &c0, &c1);                                                       \
-                bf16_load16(s + j + h, &s0, &s1);                                                       \
-                STORE16(o + j + h, _mm256_add_ps(_mm256_mul_ps(b0, c0), _mm256_mul_ps(a0, s0)),         \
-                        _mm256_add_ps(_mm256_mul_ps(b1, c1), _mm256_mul_ps(a1, s1)));                   \
+            for (; j + STEP <= h; j += STEP) {                                                          \
+                SPLIT(x + j, &ae, &ao);                                                                 \
+                SPLIT(x + j + h, &be, &bo);                                                             \
+                SPLIT(c + j, &ce, &co);                                                                 \
+                SPLIT(s + j, &se, &so);                                                                 \
+                STORE(o + j, JOIN(SUB(MUL(ae, ce), MUL(be, se)), SUB(MUL(ao, co), MUL(bo, so))));       \
+                SPLIT(c + j + h, &ce, &co);                                                             \
+                SPLIT(s + j + h, &se, &so);                                                             \
+                STORE(o + j + h, JOIN(ADD(MUL(be, ce), MUL(ae, se)), ADD(MUL(bo, co), MUL(ao, so))));   \
             }                                                                                           \
         }                                                                                               \
-        scalar_bf16(x, o, c, s, h, interleaved, j);                                                     \
+        TAIL(x, o, c, s, h, interleaved, j);                                                            \
     }
 
-ROW_BF16(row_bf16, bf16_store16)
-ROW_BF16(row_bf16_stream, bf16_stream16)
+#ifdef __AVX2__
+static inline void bf16_split16(const uint16_t *p, __m256 *even, __m256 *odd) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    *even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    *odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+static inline __m256i bf16_round_hi(__m256 f) { /* rounded bfloat16 bits in the high half of each lane */
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), quiet = _mm256_set1_epi32(0x400000);
+    __m256i u = _mm256_castps_si256(f);
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+    return _mm256_blendv_epi8(r, _mm256_or_si256(u, quiet), _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)));
+}
+
+static inline __m256i bf16_join16(__m256 even, __m256 odd) {
+    return _mm256_or_si256(_mm256_srli_epi32(bf16_round_hi(even), 16),
+                           _mm256_and_si256(bf16_round_hi(odd), _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+#define BF16_STORE16(p, v) _mm256_storeu_si256((__m256i *)(p), (v))
+#define BF16_STREAM16(p, v) _mm256_stream_si256((__m256i *)(p), (v))
+ROW_BF16(row_bf16, __m256, bf16_split16, bf16_join16, BF16_STORE16, _mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps,
+         16, scalar_bf16)
+ROW_BF16(row_bf16_stream, __m256, bf16_split16, bf16_join16, BF16_STREAM16, _mm256_mul_ps, _mm256_add_ps,
+         _mm256_sub_ps, 16, scalar_bf16)
 #else
 #define row_bf16 scalar_bf16
 #endif
@@ -255,64 +259,34 @@ ROW_BF16(row_bf16_stream, bf16_stream16)
         TAIL(x, o, c, s, h, interleaved, j);                                                            \
     }
 
-static inline __m512i bf16_round512(__m512 f) {
-    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x40);
-    __m512i u = _mm512_castps_si512(f), hi = _mm512_srli_epi32(u, 16);
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(hi, one))), 16);
-    return _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_or_si512(hi, quiet));
+static inline void bf16_split32(const uint16_t *p, __m512 *even, __m512 *odd) {
+    __m512i v = _mm512_loadu_si512(p);
+    *even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    *odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
 }
 
-static inline void bf16_load32(const uint16_t *p, __m512 *lo, __m512 *hi) {
-    __m512i v = _mm512_loadu_si512(p), z = _mm512_setzero_si512();
-    *lo = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, v));
-    *hi = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, v));
+static inline __m512i bf16_round_hi512(__m512 f) {
+    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x400000);
+    __m512i u = _mm512_castps_si512(f);
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+    return _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_or_si512(u, quiet));
 }
 
-static inline void bf16_store32(uint16_t *p, __m512 lo, __m512 hi) {
-    _mm512_storeu_si512(p, _mm512_packus_epi32(bf16_round512(lo), bf16_round512(hi)));
+static inline __m512i bf16_join32(__m512 even, __m512 odd) {
+    return _mm512_or_si512(_mm512_srli_epi32(bf16_round_hi512(even), 16),
+                           _mm512_and_si512(bf16_round_hi512(odd), _mm512_set1_epi32((int)0xffff0000u)));
 }
 
-static inline void bf16_stream32(uint16_t *p, __m512 lo, __m512 hi) {
-    _mm512_stream_si512((__m512i *)p, _mm512_packus_epi32(bf16_round512(lo), bf16_round512(hi)));
-}
-
-#define ROW512_BF16(NAME, STORE32, TAIL)                                                                \
-    static inline void NAME(ROW_ARGS(uint16_t)) {                                                       \
-        int64_t j = j0;                                                                                 \
-        __m512 a0, a1, b0, b1, c0, c1, s0, s1;                                                          \
-        if (interleaved) {                                                                              \
-            for (; 2 * j + 32 <= 2 * h; j += 16) {                                                      \
-                bf16_load32(x + 2 * j, &a0, &a1);                                                       \
-                bf16_load32(c + 2 * j, &c0, &c1);                                                       \
-                bf16_load32(s + 2 * j, &s0, &s1);                                                       \
-                __m512 p0 = _mm512_mul_ps(a0, c0), p1 = _mm512_mul_ps(a1, c1);                          \
-                __m512 t0 = _mm512_mul_ps(_mm512_permute_ps(a0, 0xB1), s0);                             \
-                __m512 t1 = _mm512_mul_ps(_mm512_permute_ps(a1, 0xB1), s1);                             \
-                STORE32(o + 2 * j, _mm512_mask_add_ps(_mm512_sub_ps(p0, t0), ODD_LANES, p0, t0),        \
-                        _mm512_mask_add_ps(_mm512_sub_ps(p1, t1), ODD_LANES, p1, t1));                  \
-            }                                                                                           \
-        } else {                                                                                        \
-            for (; j + 32 <= h; j += 32) {                                                              \
-                bf16_load32(x + j, &a0, &a1);                                                           \
-                bf16_load32(x + j + h, &b0, &b1);                                                       \
-                bf16_load32(c + j, &c0, &c1);                                                           \
-                bf16_load32(s + j, &s0, &s1);                                                           \
-                STORE32(o + j, _mm512_sub_ps(_mm512_mul_ps(a0, c0), _mm512_mul_ps(b0, s0)),             \
-                        _mm512_sub_ps(_mm512_mul_ps(a1, c1), _mm512_mul_ps(b1, s1)));                   \
-                bf16_load32(c + j + h, &c0, &c1);                                                       \
-                bf16_load32(s + j + h, &s0, &s1);                                                       \
-                STORE32(o + j + h, _mm512_add_ps(_mm512_mul_ps(b0, c0), _mm512_mul_ps(a0, s0)),         \
-                        _mm512_add_ps(_mm512_mul_ps(b1, c1), _mm512_mul_ps(a1, s1)));                   \
-            }                                                                                           \
-        }                                                                                               \
-        TAIL(x, o, c, s, h, interleaved, j);                                                            \
-    }
+#define BF16_STORE32(p, v) _mm512_storeu_si512((p), (v))
+#define BF16_STREAM32(p, v) _mm512_stream_si512((__m512i *)(p), (v))
 
 #define F32_STREAM16(p, v) _mm512_stream_ps((p), (v))
 ROW512_F32(row512_f32, _mm512_storeu_ps, row_f32)
 ROW512_F32(row512_f32_stream, F32_STREAM16, row_f32_stream)
-ROW512_BF16(row512_bf16, bf16_store32, row_bf16)
-ROW512_BF16(row512_bf16_stream, bf16_stream32, row_bf16_stream)
+ROW_BF16(row512_bf16, __m512, bf16_split32, bf16_join32, BF16_STORE32, _mm512_mul_ps, _mm512_add_ps,
+         _mm512_sub_ps, 32, row_bf16)
+ROW_BF16(row512_bf16_stream, __m512, bf16_split32, bf16_join32, BF16_STREAM32, _mm512_mul_ps, _mm512_add_ps,
+         _mm512_sub_ps, 32, row_bf16_stream)
 #define ROW_F32 row512_f32
 #define ROW_F32_STREAM row512_f32_stream
 #define ROW_BF16_ row512_bf16
