@@ -105,11 +105,18 @@ def test_16_bit_is_the_float32_formula_rounded_once(layout, dtype, dim):
 @needs_kernel
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("seq", [300, 1])  # prefill, and a decoding step (one table row for every row of x)
+# prefill; a decoding step (one table row for every row of x); and tables as big as x, 21 rows that two
+# threads split in the middle of a run of 7
+@pytest.mark.parametrize("seq", [300, 1, "unbroadcast"])
 def test_threads_change_no_bit(layout, dtype, seq):
     g = torch.Generator().manual_seed(2)
-    x = torch.randn(64, 8, seq, 64, generator=g).to(dtype)
-    cos, sin = tables(torch.arange(seq) + 77, 64, layout, dtype)
+    if seq == "unbroadcast":
+        x = torch.randn(3, 7, 4096, generator=g).to(dtype)
+        cos, sin = tables(torch.arange(24).view(3, 8) * 5, 4096, layout, dtype)
+        cos, sin = cos[:, :7], sin[:, :7]  # strides that keep the two axes apart
+    else:
+        x = torch.randn(64, 8, seq, 64, generator=g).to(dtype)
+        cos, sin = tables(torch.arange(seq) + 77, 64, layout, dtype)
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)

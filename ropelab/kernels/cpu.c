@@ -327,71 +327,100 @@ typedef struct {
     int64_t esize;
 } problem;
 
-/* One row: x, out, cos and sin at element offsets e[0..3]. */
-static inline void rotate_row(const problem *p, const int64_t *e) {
-    const char *x = p->base[0] + e[0] * p->esize, *c = p->base[2] + e[2] * p->esize;
-    const char *s = p->base[3] + e[3] * p->esize;
-    char *o = (char *)p->base[1] + e[1] * p->esize;
-    const int64_t h = p->h;
-    const int il = p->interleaved;
-#define ROW(FN, T) FN((const T *)x, (T *)o, (const T *)c, (const T *)s, h, il, 0)
+/* How a row is computed: the dtype, and for float32 and bfloat16 whether out is streamed. */
+enum { K_F32, K_F32_STREAM, K_F64, K_BF16, K_BF16_STREAM, K_F16 };
+
+static int row_kind(const problem *p) {
     switch (p->dtype) {
     case F32:
-#if VEC_BYTES
-        if (p->stream) {
-            ROW(ROW_F32_STREAM, float);
-            break;
-        }
-#endif
-        ROW(ROW_F32, float);
-        break;
-    case F64:
-        ROW(scalar_f64, double);
-        break;
+        return p->stream ? K_F32_STREAM : K_F32;
     case BF16:
-#if VEC_BYTES
-        if (p->stream) {
-            ROW(ROW_BF16_STREAM, uint16_t);
-            break;
+        return p->stream ? K_BF16_STREAM : K_BF16;
+    case F64:
+        return K_F64;
+    default:
+        return K_F16;
+    }
+}
+
+/* k <= GROUP runs of `count` rows each, side by side: row r of every run, then row r + 1. Run i
+ * starts at the byte addresses at[i][0..3] of x, out, cos and sin, and every run advances by
+ * step[0..3] bytes from one row to the next. The row function is chosen once, outside the loop. */
+static void rotate_runs(const problem *p, int k, char *at[GROUP][4], const int64_t *step, int64_t count) {
+    const int64_t h = p->h;
+    const int il = p->interleaved;
+#define RUNS(FN, T)                                                                                     \
+    for (int64_t r = 0; r < count; ++r)                                                                 \
+        for (int i = 0; i < k; ++i) {                                                                   \
+            FN((const T *)at[i][0], (T *)at[i][1], (const T *)at[i][2], (const T *)at[i][3], h, il, 0); \
+            for (int t = 0; t < 4; ++t) at[i][t] += step[t];                                            \
         }
+    switch (row_kind(p)) {
+    case K_F32:
+        RUNS(ROW_F32, float);
+        break;
+#if VEC_BYTES
+    case K_F32_STREAM:
+        RUNS(ROW_F32_STREAM, float);
+        break;
+    case K_BF16_STREAM:
+        RUNS(ROW_BF16_STREAM, uint16_t);
+        break;
 #endif
-        ROW(ROW_BF16_, uint16_t);
+    case K_F64:
+        RUNS(scalar_f64, double);
+        break;
+    case K_BF16:
+        RUNS(ROW_BF16_, uint16_t);
         break;
 #ifdef ROPELAB_HAVE_FLOAT16
-    case F16:
-        ROW(row_f16, _Float16);
+    case K_F16:
+        RUNS(row_f16, _Float16);
         break;
 #endif
     default:
         break;
     }
-#undef ROW
+#undef RUNS
 }
 
-/* Rotate rows [row_begin, row_end) of the box `size` (mixed radix, last axis
- * fastest) whose first row sits at element offsets off[0..3]. The offsets of
- * the next row are updated, not recomputed. */
+/* Byte addresses of the row at element offsets e[0..3]. */
+static void address(const problem *p, const int64_t *e, char *at[4]) {
+    for (int t = 0; t < 4; ++t) at[t] = (char *)p->base[t] + e[t] * p->esize;
+}
+
+/* Rotate rows [row_begin, row_end) of the box `size` (mixed radix, last axis fastest) whose first
+ * row sits at element offsets off[0..3]: one run per stretch of the last axis. */
 static void rotate_box(const problem *p, const int64_t *size, const int64_t *off, int64_t row_begin,
                        int64_t row_end) {
-    int64_t idx[MAXD], e[4], rem = row_begin;
     const int n = p->ndim;
+    char *at[GROUP][4];
+    int64_t step[4] = {0, 0, 0, 0};
+    if (n == 0) { /* a single row */
+        address(p, off, at[0]);
+        rotate_runs(p, 1, at, step, row_end - row_begin);
+        return;
+    }
+    for (int t = 0; t < 4; ++t) step[t] = p->st[t][n - 1] * p->esize;
+    int64_t idx[MAXD], rem = row_begin;
     for (int d = n - 1; d >= 0; --d) {
         idx[d] = rem % size[d];
         rem /= size[d];
     }
-    for (int t = 0; t < 4; ++t) {
-        e[t] = off[t];
-        for (int d = 0; d < n; ++d) e[t] += idx[d] * p->st[t][d];
-    }
-    for (int64_t r = row_begin; r < row_end; ++r) {
-        rotate_row(p, e);
-        for (int d = n - 1; d >= 0; --d) { /* next row: increment the mixed-radix index */
-            if (++idx[d] < size[d]) {
-                for (int t = 0; t < 4; ++t) e[t] += p->st[t][d];
-                break;
-            }
+    for (int64_t r = row_begin; r < row_end;) {
+        int64_t e[4], len = size[n - 1] - idx[n - 1];
+        if (len > row_end - r) len = row_end - r;
+        for (int t = 0; t < 4; ++t) {
+            e[t] = off[t];
+            for (int d = 0; d < n; ++d) e[t] += idx[d] * p->st[t][d];
+        }
+        address(p, e, at[0]);
+        rotate_runs(p, 1, at, step, len);
+        r += len;
+        idx[n - 1] += len;
+        for (int d = n - 1; d > 0 && idx[d] == size[d]; --d) { /* carry into the next axis out */
             idx[d] = 0;
-            for (int t = 0; t < 4; ++t) e[t] -= (size[d] - 1) * p->st[t][d];
+            ++idx[d - 1];
         }
     }
 }
@@ -401,31 +430,35 @@ static void rotate_box(const problem *p, const int64_t *size, const int64_t *off
  * the group's rows of one position one after another: the table row is read once and reused from
  * L1, and GROUP streams of x and out advance side by side. Then the axes inside ax, if any. */
 static void rotate_block(const problem *p, int ax, int64_t b0, int64_t b1) {
-    int64_t outer = 1, inner = 1, isize[MAXD];
+    int64_t outer = 1, inner = 1, isize[MAXD], step[4];
     for (int d = 0; d < p->ndim; ++d) {
         if (d < ax) outer *= p->size[d];
         if (d > ax) inner *= p->size[d];
         isize[d] = d > ax ? p->size[d] : 1;
     }
+    for (int t = 0; t < 4; ++t) step[t] = p->st[t][ax] * p->esize;
     for (int64_t g = 0; g < outer; g += GROUP) {
         const int k = outer - g < GROUP ? (int)(outer - g) : GROUP;
-        int64_t eo[GROUP][4];
-        for (int i = 0; i < k; ++i) { /* offsets of outer index g + i, mixed radix over axes < ax */
+        int64_t e[GROUP][4];
+        for (int i = 0; i < k; ++i) { /* offsets of outer index g + i at position b0 */
             int64_t rem = g + i;
-            for (int t = 0; t < 4; ++t) eo[i][t] = 0;
+            for (int t = 0; t < 4; ++t) e[i][t] = b0 * p->st[t][ax];
             for (int d = ax - 1; d >= 0; --d) {
-                for (int t = 0; t < 4; ++t) eo[i][t] += rem % p->size[d] * p->st[t][d];
+                for (int t = 0; t < 4; ++t) e[i][t] += rem % p->size[d] * p->st[t][d];
                 rem /= p->size[d];
             }
         }
+        if (inner == 1) {
+            char *at[GROUP][4];
+            for (int i = 0; i < k; ++i) address(p, e[i], at[i]);
+            rotate_runs(p, k, at, step, b1 - b0);
+            continue;
+        }
         for (int64_t pos = b0; pos < b1; ++pos)
             for (int i = 0; i < k; ++i) {
-                int64_t e[4];
-                for (int t = 0; t < 4; ++t) e[t] = eo[i][t] + pos * p->st[t][ax];
-                if (inner == 1)
-                    rotate_row(p, e);
-                else
-                    rotate_box(p, isize, e, 0, inner);
+                int64_t ei[4];
+                for (int t = 0; t < 4; ++t) ei[t] = e[i][t] + (pos - b0) * p->st[t][ax];
+                rotate_box(p, isize, ei, 0, inner);
             }
     }
 }
