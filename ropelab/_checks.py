@@ -147,7 +147,7 @@ def overlaps(a: Tensor, b: Tensor) -> bool:
     as that range holds, on the CPU) and reading it through ``b``'s strides.
     """
     if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
-        return False  # the common case first: a decode step checks three pairs per token
+        return False  # first, the common case: a decode step checks 3 pairs a token
     if not a.numel() or not b.numel() or a.device != b.device:
         return False
     (a0, a1), (b0, b1) = _byte_extent(a), _byte_extent(b)
