@@ -445,9 +445,6 @@ def scaled_inv_freq(
     return theta, float(attention_scaling)
 
 
-# --- chapter 07 additions ---
-
-
 def _check_length(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(

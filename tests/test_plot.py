@@ -461,7 +461,7 @@ def test_bench_grid():
         plot.bench_grid(grid[-1:])
 
 
-# --- chapter 11 additions ---
+# --- 11_trained_model ---
 
 
 def _rows():
