@@ -60,13 +60,37 @@ __all__ = [
     "angle_precision",
     "bench_ratios",
     "patch_score_maps",
-    "BOOK_STYLE",
-    "COLUMN_WIDTH",
-    "MAX_WIDTH",
-    "MIN_FONT_PT",
-    "rendered_font_sizes",
     "triton_programs",
     "kernel_traffic",
+    "rope_at_a_glance",
+    "pi_interpolation",
+    "angle_overshoot",
+    "stale_cache_error",
+    "yarn_ramps",
+    "attention_temperature",
+    "llama3_bands",
+    "longrope_factors",
+    "angle_error_sources",
+    "cost_bars",
+    "bench_grid",
+    "sinusoidal_encoding",
+    "frequency_ladder",
+    "angle_sawtooth",
+    "wavelength_bars",
+    "full_turn_count",
+    "shift_invariance",
+    "table_error",
+    "variant_spectra",
+    "variant_decay",
+    "relative_position_maps",
+    "layer_plans",
+    "dynamic_ntk_scores",
+    "layout_scores",
+    "packing_masks",
+    "rerotation_drift",
+    "toy_attention",
+    "attention_entropy_by_length",
+    "extrapolation_accuracy",
 ]
 
 # --- the book's one figure style ------------------------------------------
@@ -245,8 +269,6 @@ def rendered_font_sizes(
 
 
 # --- intro ----------------------------------------------------------------
-
-__all__ += ["rope_at_a_glance"]
 
 
 def rope_at_a_glance(
@@ -1169,17 +1191,6 @@ def context_extension_factors(
     )
 
 
-__all__ += [
-    "pi_interpolation",
-    "angle_overshoot",
-    "stale_cache_error",
-    "yarn_ramps",
-    "attention_temperature",
-    "llama3_bands",
-    "longrope_factors",
-]
-
-
 def pi_interpolation(distances, score, grid, grid_score, bound) -> Figure:
     """Position Interpolation's score between trained distances (07_context_extension,
     eq. ``ext-pi-bound``).
@@ -1495,8 +1506,6 @@ def angle_precision(
 
 # --- 09_performance -----------------------------------------------------------
 
-__all__ += ["angle_error_sources"]
-
 
 def angle_error_sources(positions, curves, *, base: float, dim: int) -> Figure:
     """The three sources of a float32 table's error against the position (08_numerics).
@@ -1534,9 +1543,6 @@ def angle_error_sources(positions, curves, *, base: float, dim: int) -> Figure:
     return _finish(
         fig, f"Error sources of a float32 table, d = {dim}, base {base:,.0f}"
     )
-
-
-__all__ += ["bench_ratios"]
 
 
 def bench_ratios(results, *, model: bool = True) -> Figure:
@@ -1638,9 +1644,6 @@ def bench_ratios(results, *, model: bool = True) -> Figure:
     return _finish(
         fig, "Time of each method over the memory floor (log scale; lower is better)"
     )
-
-
-__all__ += ["cost_bars", "bench_grid"]
 
 
 def cost_bars(methods, *, dim: int = 128, dtype: str = "float32") -> Figure:
@@ -1842,14 +1845,6 @@ def patch_score_maps(
 
 # --- 01_frequencies: one figure per section ---------------------------------
 
-__all__ += [
-    "sinusoidal_encoding",
-    "frequency_ladder",
-    "angle_sawtooth",
-    "wavelength_bars",
-]
-__all__ += ["full_turn_count"]
-
 
 def sinusoidal_encoding(d_model: int = 64, n_positions: int = 128) -> Figure:
     """The Transformer's sinusoidal encoding PE(m, c) as a heatmap
@@ -2015,8 +2010,6 @@ def full_turn_count(
 
 # --- 02_complex_rotation: the goal, drawn -----------------------------------
 
-__all__ += ["shift_invariance"]
-
 
 def shift_invariance(
     q: complex = complex(1.0, 0.3),
@@ -2092,8 +2085,6 @@ def shift_invariance(
 
 # --- 05_cache_and_decoding: what a bfloat16 cast does to the tables -----------
 
-__all__ += ["table_error"]
-
 
 def table_error(
     positions, errors: dict, *, ylabel: str = "max |cos error| over channels"
@@ -2131,8 +2122,6 @@ def table_error(
 
 
 # --- 13_current_architectures ---------------------------------------------
-
-__all__ += ["variant_spectra", "variant_decay", "relative_position_maps", "layer_plans"]
 
 
 def variant_spectra(spectra: dict, *, context: int | None = None) -> Figure:
@@ -2342,8 +2331,6 @@ def kernel_traffic(rows: dict[str, dict[str, float]], *, floor: float) -> Figure
 
 # --- 12_positions_in_practice ---------------------------------------------
 
-__all__ += ["dynamic_ntk_scores", "layout_scores", "packing_masks", "rerotation_drift"]
-
 
 def packing_masks(cu_seqlens) -> Figure:
     """Which keys each query of a packed row may see (12_positions_in_practice).
@@ -2508,8 +2495,6 @@ def layout_scores(
 
 
 # --- 11_trained_model ----------------------------------------------------
-
-__all__ += ["toy_attention", "attention_entropy_by_length", "extrapolation_accuracy"]
 
 
 def toy_attention(maps: dict, *, value_positions: dict, train_len: int) -> Figure:
