@@ -16,7 +16,13 @@ prints one table and writes::
                   "length": 256, "accuracy": 0.24, "loss": 6.2}, ...]}
 
 Everything runs on the CPU in float32 with deterministic algorithms and a
-fixed thread count, so the same options give the same file bit for bit.
+fixed thread count, so the same options give the same file bit for bit on
+the same kernels. torch picks its CPU kernels by the vector instructions the
+CPU has (AVX2, AVX-512), and they sum in different orders: the shipped
+weights come from the AVX2 kernels, which :data:`SHIPPED_KERNELS` (environment
+variables, read when torch starts) selects on any x86-64 CPU with AVX2::
+
+    ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 python -m ropelab.extrapolate ...
 """
 
 from __future__ import annotations
@@ -54,7 +60,13 @@ __all__ = [
     "shipped_weights",
     "train_base_model",
     "main",
+    "SHIPPED_KERNELS",
 ]
+
+#: The environment under which the shipped weights were trained: torch's AVX2
+#: kernels and MKL's AVX2 path. Read once when torch starts, so it must be set
+#: before the process starts (``python -m ropelab.extrapolate`` says so).
+SHIPPED_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
 
 DEFAULT_BASE = 100.0
 OTHER_BASES = (
@@ -468,6 +480,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         methods=tuple(m for m in METHODS if m in args.methods),
         remaps=tuple(r for r in REMAPS if r in args.remaps),
     )
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability != "AVX2":
+        env = " ".join(f"{k}={v}" for k, v in SHIPPED_KERNELS.items())
+        print(
+            f"torch runs its {capability} kernels; the shipped weights come from "
+            f"the AVX2 ones (set {env} to reproduce them bit for bit)",
+            file=sys.stderr,
+        )
     wall, cpu = time.perf_counter(), time.process_time()
     models: dict[str, ToyDecoder] | None = {} if args.save_weights else None
     trained = None

@@ -15,8 +15,9 @@ and tables from :func:`ropelab.cos_sin`, and the rotation by the book's
 reference formula :func:`ropelab.rotary.rotate` (``x·cos + rot(x)·sin``, the
 one :func:`ropelab.apply_rotary` is tested against). It runs in float32 on
 the CPU, one thread count, with deterministic algorithms: training is
-chaotic in the last bit, and only one arithmetic path (one device, one
-reduction order, one backward pass) reproduces trained weights exactly. The
+chaotic in the last bit, and only one arithmetic path (one device, one set
+of vector kernels, one reduction order, one backward pass) reproduces
+trained weights exactly (:data:`ropelab.extrapolate.SHIPPED_KERNELS`). The
 fast paths behind ``apply_rotary`` depend on the machine (a C kernel here,
 Triton on a GPU, the torch path elsewhere) and compute the backward pass
 their own way, so the model keeps to the reference formula.
@@ -79,7 +80,12 @@ class ToyConfig:
 
 
 def deterministic(threads: int = 1) -> None:
-    """Make CPU training reproducible: deterministic kernels, fixed threads."""
+    """Make CPU training reproducible: deterministic kernels, fixed threads.
+
+    Runs match bit for bit on the same vector kernels; torch picks them by the
+    CPU (AVX2, AVX-512) when it starts, see
+    :data:`ropelab.extrapolate.SHIPPED_KERNELS`.
+    """
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive int, got {threads!r}")
     torch.use_deterministic_algorithms(True)
