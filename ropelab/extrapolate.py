@@ -63,9 +63,9 @@ __all__ = [
     "SHIPPED_KERNELS",
 ]
 
-#: The environment under which the shipped weights were trained: torch's AVX2
-#: kernels and MKL's AVX2 path. Read once when torch starts, so it must be set
-#: before the process starts (``python -m ropelab.extrapolate`` says so).
+#: The environment the shipped weights were trained under, which selects torch's
+#: AVX2 kernels and MKL's AVX2 path. torch reads it once when it starts, so set
+#: it before the process starts (``python -m ropelab.extrapolate`` says so).
 SHIPPED_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
 
 DEFAULT_BASE = 100.0
