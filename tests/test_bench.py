@@ -3,7 +3,9 @@
 No test asserts a timing: times depend on the machine and its load.
 """
 
+import itertools
 import json
+import time
 
 import pytest
 import torch
@@ -38,14 +40,24 @@ SMALL_GOALS = [
 
 def test_time_interleaved_samples_every_candidate_in_rounds():
     calls = []
-    fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+
+    def slow(name):  # longer than a sample: each sample times a single call
+        def fn():
+            calls.append(name)
+            time.sleep(2 * bench.SAMPLE_SECONDS)
+
+        return fn
+
+    fns = {"a": slow("a"), "b": slow("b")}
     timed = bench.time_interleaved(torch.device("cpu"), fns, rounds=3, min_time=0)
     assert set(timed) == {"a", "b"}
-    for best, median, runs in timed.values():
+    for name, (best, median, runs) in timed.items():
         assert 0 < best <= median and runs >= 3
-    assert (
-        calls.count("a") == 3 + timed["a"][2] and calls.count("b") == 3 + timed["b"][2]
-    )  # warm-up + timed
+        # 3 first samples, then `runs` timed samples, each after one untimed call
+        assert calls.count(name) == 2 * 3 + 2 * runs
+    # a sample never starts from the caches of the candidate timed before it
+    blocks = [len(list(group)) for _, group in itertools.groupby(calls)]
+    assert blocks[:2] == [6, 6] and set(blocks[2:]) == {2}
 
 
 def check_methods(results, shapes, dtypes):

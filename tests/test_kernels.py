@@ -105,9 +105,10 @@ def test_16_bit_is_the_float32_formula_rounded_once(layout, dtype, dim):
 @needs_kernel
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-# prefill; a decoding step (one table row for every row of x); and tables as big as x, 21 rows that two
-# threads split in the middle of a run of 7
-@pytest.mark.parametrize("seq", [300, 1, "unbroadcast"])
+# prefill; a decoding step (one table row for every row of x, big enough to be split);
+# fewer positions than threads (the rows are split instead); and tables as big as x,
+# 21 rows that two threads split in the middle of a run of 7
+@pytest.mark.parametrize("seq", [300, 1, 3, "unbroadcast"])
 def test_threads_change_no_bit(layout, dtype, seq):
     g = torch.Generator().manual_seed(2)
     if seq == "unbroadcast":
@@ -115,13 +116,13 @@ def test_threads_change_no_bit(layout, dtype, seq):
         cos, sin = tables(torch.arange(24).view(3, 8) * 5, 4096, layout, dtype)
         cos, sin = cos[:, :7], sin[:, :7]  # strides that keep the two axes apart
     else:
-        x = torch.randn(64, 8, seq, 64, generator=g).to(dtype)
+        x = torch.randn(128, 8, seq, 64, generator=g).to(dtype)
         cos, sin = tables(torch.arange(seq) + 77, 64, layout, dtype)
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
         one = run_kernel(x, cos, sin, layout)
-        torch.set_num_threads(max(2, before))
+        torch.set_num_threads(max(4, before))
         many = run_kernel(x, cos, sin, layout)
     finally:
         torch.set_num_threads(before)
@@ -460,9 +461,10 @@ def test_every_axis_order_and_block_gives_the_formulas_bits(monkeypatch, dtype, 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("offset, dim", [(1, 64), (0, 72), (0, 40)])
 def test_outputs_that_cannot_stream_take_plain_stores(monkeypatch, dtype, layout, offset, dim):
-    # non-temporal vector stores need 32-byte aligned addresses: an out that starts one element in, or rows
-    # (or half rows) that are not whole 32-byte vectors, must take plain stores rather than fault, and the
-    # bits are the formula's either way
+    # non-temporal vector stores need addresses aligned to the vector (32 or 64 bytes):
+    # an out that starts one element in, or rows (or half rows) that are not whole
+    # vectors, must take plain stores rather than fault; the bits are the formula's
+    # either way
     monkeypatch.setattr(_native, "_STREAM_FROM", 1)
     g = torch.Generator().manual_seed(8)
     x = torch.randn(3, 4, 50, dim, generator=g).to(dtype)

@@ -489,7 +489,7 @@ static int64_t table_block_bytes(void) {
 /* Whether to write out with non-temporal stores, which go to memory without first reading the
  * destination's cache lines (a plain store reads each line before it overwrites it): when out
  * takes at least stream_from bytes (STREAM_FROM if 0, never if negative), too many to stay in
- * one core's share of the caches, and every vector store is 32-byte aligned (the base, each row's
+ * one core's share of the caches, and every vector store is VEC_BYTES-aligned (the base, each row's
  * stride and, half-split, the second half's offset). */
 static int stream_rows(const problem *p, int64_t rows, int64_t stream_from) {
 #if VEC_BYTES
@@ -567,6 +567,7 @@ int ropelab_rotate(int dtype, int interleaved, int ndim, const int64_t *size, co
     int64_t total = 1;
     for (int d = 0; d < ndim; ++d) total *= p.size[d];
     if (!(ax >= 0 && outer_broadcast && row_begin == 0 && row_end == total)) ax = -1;
+    if (ax >= 0 && p.size[ax] < nthreads) ax = -1; /* fewer positions than threads: split rows */
     p.stream = stream_rows(&p, row_end - row_begin, stream_from);
     int64_t block = (block_bytes > 0 ? block_bytes : table_block_bytes()) / (2 * 2 * h * p.esize);
     if (block < 1) block = 1;
