@@ -20,7 +20,8 @@ fixed thread count, so the same options give the same file bit for bit on
 the same kernels. torch picks its CPU kernels by the vector instructions the
 CPU has (AVX2, AVX-512), and they sum in different orders: the shipped
 weights come from the AVX2 kernels, which :data:`SHIPPED_KERNELS` (environment
-variables, read when torch starts) selects on any x86-64 CPU with AVX2::
+variables, read when torch starts) selects on an x86-64 CPU with AVX-512 too
+(checked on an AMD EPYC; MKL honours ``MKL_CBWR`` on Intel CPUs)::
 
     ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 python -m ropelab.extrapolate ...
 """
