@@ -43,6 +43,32 @@ def run_kernel(x, cos, sin, layout):
     return out
 
 
+def streamed() -> bool:
+    """Whether the last kernel call wrote out with non-temporal stores."""
+    return bool(_native._last_path & _native.STREAMED)
+
+
+def blocked() -> bool:
+    """Whether the last kernel call went through the positions in blocks."""
+    return bool(_native._last_path & _native.BLOCKED)
+
+
+def may_stream(out, layout) -> bool:
+    """The rule for non-temporal stores, once out is big enough: float32 or bfloat16,
+    a vector build, out aligned to the vector, and whole vectors in every row (each
+    half of it, half-split) and in every stride."""
+    vector = _native.status()["vector_bytes"]
+    if out.dtype not in (torch.float32, torch.bfloat16) or not vector:
+        return False
+    lanes, h = vector // out.element_size(), out.shape[-1] // 2
+    return (
+        out.data_ptr() % vector == 0
+        and (layout == "interleaved" or h % lanes == 0)
+        and 2 * h % lanes == 0
+        and all(st % lanes == 0 for st, n in zip(out.stride()[:-1], out.shape) if n > 1)
+    )
+
+
 @needs_kernel
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -223,8 +249,9 @@ def test_a_compiler_without_openmp_or_avx2_still_builds_a_serial_kernel(monkeypa
 @needs_kernel
 @pytest.mark.parametrize("isa", ["avx512", "avx2", "none"])
 def test_every_vector_width_gives_the_formulas_bits(monkeypatch, tmp_path, isa):
-    # the AVX-512 rows hand their remainder to the AVX2 rows, those to the scalar loop: each build the
-    # machine can run must give the same bits, with streamed stores and the remainders taken (dim 112)
+    # the AVX-512 rows hand their remainder to the AVX2 rows, those to the scalar loop:
+    # each build the machine can run must give the same bits, with streamed stores
+    # where the rows are whole vectors and plain ones with the remainders (dim 112)
     flags = {"avx512": _native._AVX512, "avx2": _native._AVX2, "none": ()}[isa]
     if isa == "avx512" and _native._isa_flags() != list(_native._AVX512):
         pytest.skip("this CPU has no AVX-512")
@@ -234,6 +261,7 @@ def test_every_vector_width_gives_the_formulas_bits(monkeypatch, tmp_path, isa):
     monkeypatch.setattr(_native, "_STREAM_FROM", 1)
     _fresh_state(monkeypatch, tmp_path)
     assert _native.status()["available"]
+    assert _native.status()["vector_bytes"] == {"avx512": 64, "avx2": 32, "none": 0}[isa]
     g = torch.Generator().manual_seed(9)
     built = _native.status()["dtypes"]
     assert {"float32", "float64", "bfloat16"} <= set(built)
@@ -247,7 +275,9 @@ def test_every_vector_width_gives_the_formulas_bits(monkeypatch, tmp_path, isa):
                 cos, sin = tables(torch.arange(40) * 7, dim, layout, dtype)
                 wide = x.float() if dtype in (torch.bfloat16, torch.float16) else x
                 want = plain(wide, cos.to(wide.dtype), sin.to(wide.dtype), layout).to(dtype)
-                assert torch.equal(run_kernel(x, cos, sin, layout), want), (dtype, layout, dim)
+                got = run_kernel(x, cos, sin, layout)
+                assert torch.equal(got, want), (dtype, layout, dim)
+                assert streamed() == may_stream(got, layout), (dtype, layout, dim)
 
 
 @needs_kernel
@@ -454,13 +484,17 @@ def test_every_axis_order_and_block_gives_the_formulas_bits(monkeypatch, dtype, 
         wide = dtype in (torch.bfloat16, torch.float16)
         want = plain(x.float(), cos.float(), sin.float(), layout).to(dtype) if wide else plain(x, cos, sin, layout)
         assert torch.equal(got, want), (layout, case)
+        # the tables broadcast over an axis outside the positions (batch, heads) except
+        # when packed; small outputs stream only where the test lowers the threshold
+        assert blocked() == (case != "packed"), (layout, case)
+        assert streamed() == (paths != "default" and may_stream(got, layout)), (layout, case)
 
 
 @needs_kernel
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("offset, dim", [(1, 64), (0, 72), (0, 40)])
-def test_outputs_that_cannot_stream_take_plain_stores(monkeypatch, dtype, layout, offset, dim):
+@pytest.mark.parametrize("offset, dim", [(1, 64), (0, 64), (0, 72), (0, 40)])
+def test_outputs_stream_only_where_aligned(monkeypatch, dtype, layout, offset, dim):
     # non-temporal vector stores need addresses aligned to the vector (32 or 64 bytes):
     # an out that starts one element in, or rows (or half rows) that are not whole
     # vectors, must take plain stores rather than fault; the bits are the formula's
@@ -473,3 +507,8 @@ def test_outputs_that_cannot_stream_take_plain_stores(monkeypatch, dtype, layout
     assert _native.rotate(out, x, cos, sin, layout), "the kernel declined"
     want = plain(x.float(), cos.float(), sin.float(), layout).to(dtype)
     assert torch.equal(out, want)
+    assert streamed() == may_stream(out, layout)
+    if offset:  # one element in: never aligned
+        assert not streamed()
+    elif dim == 64 and _native.status()["vector_bytes"]:  # whole vectors: streams
+        assert streamed()

@@ -39,8 +39,9 @@ def kernel_status() -> dict[str, object]:
     or why it is unavailable, e.g. no C compiler), ``compile_s`` (seconds the
     compile took in this process, or None), ``path`` (the shared library),
     ``dtypes`` (the dtypes it handles), ``openmp`` (whether it splits rows
-    between threads) and ``replaced`` (which untrusted or corrupt library was
-    deleted and rebuilt, or None). Where it is unavailable, and on a GPU,
+    between threads), ``vector_bytes`` (its widest vector store: 64 with
+    AVX-512, 32 with AVX2, 0 without) and ``replaced`` (which untrusted or
+    corrupt library was deleted and rebuilt, or None). Where it is unavailable, and on a GPU,
     apply_rotary takes its torch path (09_performance).
     """
     return cpu.status()

@@ -304,9 +304,10 @@ ROW_BF16(row512_bf16_stream, __m512, bf16_split32, bf16_join32, BF16_STREAM32, _
 #endif
 
 /* Which dtypes this build supports, as a bit mask over the enum above, plus
- * bit 8 when it was built with OpenMP. */
+ * bit 8 when it was built with OpenMP, plus the bytes of its widest vector
+ * store (0, 32 or 64) from bit 9 on. */
 int ropelab_features(void) {
-    int mask = (1 << F32) | (1 << F64) | (1 << BF16);
+    int mask = (1 << F32) | (1 << F64) | (1 << BF16) | (VEC_BYTES << 9);
 #ifdef ROPELAB_HAVE_FLOAT16
     mask |= 1 << F16;
 #endif
@@ -530,7 +531,8 @@ static const int64_t ESIZE[4] = {4, 8, 2, 2};
  * sin per block of positions, or 0 for half the L2 cache (64 KiB to 1 MiB);
  * stream_from the bytes of out from which non-temporal stores write it (0:
  * 16 MiB, negative: never).
- * Returns 0, or -1 for an unsupported dtype or ndim. */
+ * Returns -1 for an unsupported dtype or ndim, else what it did: bit 0 set when out
+ * was written with non-temporal stores, bit 1 when positions went in blocks. */
 int ropelab_rotate(int dtype, int interleaved, int ndim, const int64_t *size, const void *x, const int64_t *xs,
                    void *out, const int64_t *os, const void *cos, const int64_t *cs, const void *sin,
                    const int64_t *ss, int64_t h, int64_t row_begin, int64_t row_end, int nthreads,
@@ -579,11 +581,11 @@ int ropelab_rotate(int dtype, int interleaved, int ndim, const int64_t *size, co
             rotate_share(&p, ax, block, begin + n * t / nthreads, begin + n * (t + 1) / nthreads);
             fence(&p);
         }
-        return 0;
+        return p.stream | (ax >= 0) << 1;
     }
 #endif
     (void)n;
     rotate_share(&p, ax, block, begin, end);
     fence(&p);
-    return 0;
+    return p.stream | (ax >= 0) << 1;
 }

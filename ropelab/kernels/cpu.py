@@ -71,6 +71,10 @@ _GRAIN = 32768
 # tensors.
 _BLOCK_BYTES = 0
 _STREAM_FROM = 0
+# What the last call did (the kernel's return value): bit 0 set when out was written
+# with non-temporal stores, bit 1 when positions went in blocks; tests read it.
+STREAMED, BLOCKED = 1, 2
+_last_path = 0
 
 _KEEP = 4  # builds kept in the cache directory, newest first
 _lock = threading.Lock()
@@ -329,6 +333,7 @@ def _load() -> dict[str, Any]:
                     dt for dt, code in _DTYPES.items() if mask >> code & 1
                 ),
                 openmp=bool(mask >> 8 & 1),
+                vector_bytes=mask >> 9,
             )
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
             state["reason"] = str(exc)
@@ -357,8 +362,10 @@ def status() -> dict[str, Any]:
     Returns a dict with ``available`` (bool), ``reason`` (``"compiled"``,
     ``"loaded from cache"`` or why it is unavailable), ``compile_s`` (seconds
     the compile took in this process, or None), ``path``, ``dtypes``,
-    ``openmp`` (whether rows are split between threads) and ``replaced``
-    (None, or which untrusted or corrupt library was deleted and rebuilt).
+    ``openmp`` (whether rows are split between threads), ``vector_bytes``
+    (its widest vector store: 64 with AVX-512, 32 with AVX2, 0 without) and
+    ``replaced`` (None, or which untrusted or corrupt library was deleted and
+    rebuilt).
     Building happens here if it has not yet.
     """
     state = {k: v for k, v in _load().items() if k not in ("lib", "plans")}
@@ -472,14 +479,13 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
         return True
     dtype, interleaved, ndim, sizes, xs, os_, cs, ss, h, rows, big = call
     threads = torch.get_num_threads() if big else 1
-    return (
-        state["lib"].ropelab_rotate(
-            dtype, interleaved, ndim, sizes, x.data_ptr(), xs, out.data_ptr(), os_,
-            cos.data_ptr(), cs, sin.data_ptr(), ss, h, 0, rows, threads,
-            _BLOCK_BYTES, _STREAM_FROM,
-        )  # fmt: skip
-        == 0
-    )
+    global _last_path
+    _last_path = state["lib"].ropelab_rotate(
+        dtype, interleaved, ndim, sizes, x.data_ptr(), xs, out.data_ptr(), os_,
+        cos.data_ptr(), cs, sin.data_ptr(), ss, h, 0, rows, threads,
+        _BLOCK_BYTES, _STREAM_FROM,
+    )  # fmt: skip
+    return _last_path >= 0
 
 
 def _call_args(
