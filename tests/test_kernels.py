@@ -109,8 +109,9 @@ def test_bit_identical_to_plain_formula(layout, dtype, case):
 @needs_kernel
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-# 20: a row that is not a whole number of 8-wide vectors (the scalar tail); 2050: the special values in
-# the widest vectors the build has, then narrower vectors and the scalar tail
+# 20: a row that is not a whole number of 8-wide vectors (the scalar tail); 2050: the
+# special values in the widest vectors the build has, then the tail (through narrower
+# vectors where the remainder holds one)
 @pytest.mark.parametrize("dim", [20, 32, 2050])
 def test_16_bit_is_the_float32_formula_rounded_once(layout, dtype, dim):
     if dtype == torch.float16 and "float16" not in _native.status()["dtypes"]:
@@ -450,7 +451,7 @@ def test_old_builds_do_not_pile_up(monkeypatch, tmp_path):
 @pytest.mark.parametrize("paths", ["default", "small_blocks_streamed"])
 def test_every_axis_order_and_block_gives_the_formulas_bits(monkeypatch, dtype, threads, case, paths):
     # 300 positions and 96 channels; with 8 KiB blocks there are several blocks of positions and a partial
-    # last one, and every output is big enough to be written with non-temporal stores: the kernel reorders
+    # last one, and every output is big enough to stream where its rows are whole vectors: the kernel reorders
     # axes, blocks positions and streams its stores, the bits must not move
     if dtype == torch.float16 and "float16" not in _native.status()["dtypes"]:
         pytest.skip("this compiler has no _Float16: float16 takes the torch path")
