@@ -41,8 +41,8 @@ def kernel_status() -> dict[str, object]:
     ``dtypes`` (the dtypes it handles), ``openmp`` (whether it splits rows
     between threads), ``vector_bytes`` (its widest vector store: 64 with
     AVX-512, 32 with AVX2, 0 without) and ``replaced`` (which untrusted or
-    corrupt library was deleted and rebuilt, or None). Where it is unavailable, and on a GPU,
-    apply_rotary takes its torch path (09_performance).
+    corrupt library was deleted and rebuilt, or None). Where it is unavailable,
+    and on a GPU, apply_rotary takes its torch path (09_performance).
     """
     return cpu.status()
 

@@ -175,8 +175,8 @@ ROW_VEC(row_f16, _Float16, F16_LOAD8, F16_STORE8, scalar_f16)
  * widens the odd ones (bf16_split); the tables are split the same way, so every lane computes the
  * formula for one channel, as the scalar loop does, and an interleaved pair (2j, 2j+1) is the
  * even and the odd half of one 32-bit lane. Rounding leaves each result in the high half of its
- * lane, and the even results shifted down, or-ed with the odd ones, are the output channels in
- * order (bf16_join). Shifts, ands, adds and ors run on more ports than shuffles do. */
+ * lane, and the even results shifted down, blended word by word with the odd ones, are the output
+ * channels in order (bf16_join). Shifts, ands, adds and blends run on more ports than shuffles do. */
 #define ROW_BF16(NAME, V, SPLIT, JOIN, STORE, MUL, ADD, SUB, STEP, TAIL)                                \
     static inline void NAME(ROW_ARGS(uint16_t)) {                                                       \
         int64_t j = j0;                                                                                 \
@@ -217,9 +217,8 @@ static inline __m256i bf16_round_hi(__m256 f) { /* rounded bfloat16 bits in the 
     return _mm256_blendv_epi8(r, _mm256_or_si256(u, quiet), _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)));
 }
 
-static inline __m256i bf16_join16(__m256 even, __m256 odd) {
-    return _mm256_or_si256(_mm256_srli_epi32(bf16_round_hi(even), 16),
-                           _mm256_and_si256(bf16_round_hi(odd), _mm256_set1_epi32((int)0xffff0000u)));
+static inline __m256i bf16_join16(__m256 even, __m256 odd) { /* odd words from odd, even from even */
+    return _mm256_blend_epi16(_mm256_srli_epi32(bf16_round_hi(even), 16), bf16_round_hi(odd), 0xAA);
 }
 
 #define BF16_STORE16(p, v) _mm256_storeu_si256((__m256i *)(p), (v))
@@ -269,12 +268,12 @@ static inline __m512i bf16_round_hi512(__m512 f) {
     const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x400000);
     __m512i u = _mm512_castps_si512(f);
     __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
-    return _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_or_si512(u, quiet));
+    return _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), u, quiet);
 }
 
 static inline __m512i bf16_join32(__m512 even, __m512 odd) {
-    return _mm512_or_si512(_mm512_srli_epi32(bf16_round_hi512(even), 16),
-                           _mm512_and_si512(bf16_round_hi512(odd), _mm512_set1_epi32((int)0xffff0000u)));
+    return _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(bf16_round_hi512(even), 16),
+                                   bf16_round_hi512(odd));
 }
 
 #define BF16_STORE32(p, v) _mm512_storeu_si512((p), (v))
