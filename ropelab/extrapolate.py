@@ -19,11 +19,11 @@ Everything runs on the CPU in float32 with deterministic algorithms and a
 fixed thread count, so the same options give the same file bit for bit on
 the same kernels. torch picks its CPU kernels by the vector instructions the
 CPU has (AVX2, AVX-512), and they sum in different orders: the shipped
-weights come from the AVX2 kernels, which :data:`SHIPPED_KERNELS` (environment
-variables, read when torch starts) selects on an x86-64 CPU with AVX-512 too
-(checked on an AMD EPYC; MKL honours ``MKL_CBWR`` on Intel CPUs)::
+weights come from the AVX2 kernels, which :data:`SHIPPED_KERNELS` (an
+environment variable, read when torch starts) selects on an x86-64 CPU with
+AVX-512 too (checked on an AMD EPYC)::
 
-    ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 python -m ropelab.extrapolate ...
+    ATEN_CPU_CAPABILITY=avx2 python -m ropelab.extrapolate ...
 """
 
 from __future__ import annotations
@@ -64,10 +64,10 @@ __all__ = [
     "SHIPPED_KERNELS",
 ]
 
-#: The environment the shipped weights were trained under, which selects torch's
-#: AVX2 kernels and MKL's AVX2 path. torch reads it once when it starts, so set
-#: it before the process starts (``python -m ropelab.extrapolate`` says so).
-SHIPPED_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
+#: The environment that selects the kernels the shipped weights came from, torch's
+#: AVX2 ones. torch reads it once when it starts, so set it before the process
+#: starts (``python -m ropelab.extrapolate`` says so on an AVX-512 CPU).
+SHIPPED_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2"}
 
 DEFAULT_BASE = 100.0
 OTHER_BASES = (
@@ -482,7 +482,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         remaps=tuple(r for r in REMAPS if r in args.remaps),
     )
     capability = torch.backends.cpu.get_cpu_capability()
-    if capability != "AVX2":
+    if capability == "AVX512":
         env = " ".join(f"{k}={v}" for k, v in SHIPPED_KERNELS.items())
         print(
             f"torch runs its {capability} kernels; the shipped weights come from "

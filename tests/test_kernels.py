@@ -149,12 +149,16 @@ def test_threads_change_no_bit(layout, dtype, seq):
     try:
         torch.set_num_threads(1)
         one = run_kernel(x, cos, sin, layout)
+        blocked_one = blocked()
         torch.set_num_threads(max(4, before))
         many = run_kernel(x, cos, sin, layout)
+        blocked_many = blocked()
     finally:
         torch.set_num_threads(before)
     want = plain(x.float(), cos.float(), sin.float(), layout).to(dtype)
     assert torch.equal(one, many) and torch.equal(one, want)
+    if seq == 3:  # one thread takes the 3 positions in a block, 4 threads split rows
+        assert blocked_one and not blocked_many
 
 
 @needs_kernel

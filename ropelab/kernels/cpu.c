@@ -33,9 +33,8 @@
  *      memory once, and from cache for the other heads, instead of once per
  *      head. Big blocks also keep each head's stretch of x long, which the
  *      hardware prefetcher needs. Within a block two heads advance side by
- *      side, position by position, and share each table row; more than two
- *      were slower, as heads lie a power of two apart and compete for the
- *      same cache sets.
+ *      side, position by position, and share each table row (one head at a
+ *      time measured slower, in bfloat16 most).
  *   3. Threads take contiguous ranges of positions (with blocks) or of rows.
  *   4. An output too big to stay cached is written with non-temporal stores,
  *      which skip reading its cache lines before overwriting them.
@@ -176,7 +175,7 @@ ROW_VEC(row_f16, _Float16, F16_LOAD8, F16_STORE8, scalar_f16)
  * formula for one channel, as the scalar loop does, and an interleaved pair (2j, 2j+1) is the
  * even and the odd half of one 32-bit lane. Rounding leaves each result in the high half of its
  * lane, and the even results shifted down, blended word by word with the odd ones, are the output
- * channels in order (bf16_join). Shifts, ands, adds and blends run on more ports than shuffles do. */
+ * channels in order (bf16_join): one blend where an unpack takes two shuffles. */
 #define ROW_BF16(NAME, V, SPLIT, JOIN, STORE, MUL, ADD, SUB, STEP, TAIL)                                \
     static inline void NAME(ROW_ARGS(uint16_t)) {                                                       \
         int64_t j = j0;                                                                                 \

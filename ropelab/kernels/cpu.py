@@ -71,8 +71,9 @@ _GRAIN = 32768
 # tensors.
 _BLOCK_BYTES = 0
 _STREAM_FROM = 0
-# What the last call did (the kernel's return value): bit 0 set when out was written
-# with non-temporal stores, bit 1 when positions went in blocks; tests read it.
+# What the last call that reached the kernel did (its return value): bit 0 set when
+# out was written with non-temporal stores, bit 1 when positions went in blocks.
+# Tests read it; it is one value for the process, not per thread.
 STREAMED, BLOCKED = 1, 2
 _last_path = 0
 
