@@ -158,7 +158,7 @@ def test_training_learns_and_is_deterministic():
 
 
 RETRAIN = """
-import sys, torch
+import torch
 from ropelab.extrapolate import Settings, shipped_weights, train_base_model
 from ropelab.toy import deterministic
 deterministic(1)

@@ -572,6 +572,7 @@ int ropelab_rotate(int dtype, int interleaved, int ndim, const int64_t *size, co
     int64_t block = (block_bytes > 0 ? block_bytes : table_block_bytes()) / (2 * 2 * h * p.esize);
     if (block < 1) block = 1;
     int64_t begin = ax >= 0 ? 0 : row_begin, end = ax >= 0 ? p.size[ax] : row_end, n = end - begin;
+    const int did = p.stream | (ax >= 0) << 1; /* what the caller is told */
 #ifdef _OPENMP
     if (nthreads > 1 && n >= nthreads) {
 #pragma omp parallel for num_threads(nthreads) schedule(static)
@@ -579,11 +580,11 @@ int ropelab_rotate(int dtype, int interleaved, int ndim, const int64_t *size, co
             rotate_share(&p, ax, block, begin + n * t / nthreads, begin + n * (t + 1) / nthreads);
             fence(&p);
         }
-        return p.stream | (ax >= 0) << 1;
+        return did;
     }
 #endif
     (void)n;
     rotate_share(&p, ax, block, begin, end);
     fence(&p);
-    return p.stream | (ax >= 0) << 1;
+    return did;
 }
