@@ -7,6 +7,7 @@ to decode a broadcasting error from deep inside torch.
 
 from __future__ import annotations
 
+import functools
 from typing import Sequence, Union
 
 import torch
@@ -165,6 +166,17 @@ def overlaps(a: Tensor, b: Tensor) -> bool:
     return bool(bytes_of(b, b0).any())
 
 
+@functools.lru_cache(maxsize=256)
+def _broadcasts(table: torch.Size, x: torch.Size) -> bool:
+    """Whether a table of shape ``(..., d)`` broadcasts against ``x`` ``(..., d')``
+    (the last axes are checked apart); remembered, as a decoding loop asks each
+    step."""
+    n = len(table)
+    return n <= len(x) and all(
+        a == 1 or a == b for a, b in zip(table[:-1], x[len(x) - n : -1])
+    )
+
+
 def check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
     """Check cos and sin are float tables ``(..., rotary_dim)`` that broadcast to
     ``x``."""
@@ -172,18 +184,18 @@ def check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
     for name, t in (("cos", cos), ("sin", sin)):
         if not isinstance(t, Tensor) or not t.is_floating_point():
             check_float_tensor(t, name)
-        ts = t.shape
         if t.device != device:
             raise ValueError(f"{name} is on {t.device} but x is on {device}")
+    # one shape to check when cos and sin have the same (as they must: checked below)
+    shapes = (("cos", cos),) if cos.shape == sin.shape else (("cos", cos), ("sin", sin))
+    for name, t in shapes:
+        ts = t.shape
         if not ts or ts[-1] != rotary_dim:
             raise ValueError(
                 f"{name}'s last axis must be rotary_dim = {rotary_dim} for x "
                 f"of shape {tuple(xs)}, got {tuple(ts)}"
             )
-        n = len(ts)
-        if n > len(xs) or any(
-            a != 1 and a != b for a, b in zip(ts[:-1], xs[len(xs) - n : -1])
-        ):
+        if not _broadcasts(ts, xs):
             raise ValueError(
                 f"{name} of shape {tuple(ts)} does not broadcast to x of shape "
                 f"{tuple(xs)}: keep the position axis where x has it, e.g. "
@@ -209,11 +221,13 @@ def check_out(out: object, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
             f"out must match x: shape {tuple(x.shape)}, {x.dtype} on "
             f"{x.device}; got shape {tuple(out.shape)}, {out.dtype} on {out.device}"
         )
-    if overlaps(out, x):
+    memory = out.untyped_storage().data_ptr()  # what overlaps() looks at first
+    shared = [t for t in (x, cos, sin) if t.untyped_storage().data_ptr() == memory]
+    if shared and overlaps(out, x):
         raise ValueError(
             "out must not overlap x: each output pair needs both inputs of its pair"
         )
-    if overlaps(out, cos) or overlaps(out, sin):
+    if shared and (overlaps(out, cos) or overlaps(out, sin)):
         raise ValueError(
             "out must not overlap cos or sin: the tables are read while out is written"
         )

@@ -184,7 +184,9 @@ def apply_rotary(
     check_tables(x, cos, sin, rotary_dim)
     if out is not None:
         out = check_out(out, x, cos, sin)
-    recording = torch.is_grad_enabled() and any(t.requires_grad for t in (x, cos, sin))
+    recording = torch.is_grad_enabled() and (
+        x.requires_grad or cos.requires_grad or sin.requires_grad
+    )
     if recording and out is not None:
         raise ValueError("out= cannot be used when x, cos or sin require grad "
                          "(autograd does not track out=)")
@@ -199,7 +201,7 @@ def apply_rotary(
         if out is None:
             out = torch.empty_like(x, memory_format=torch.contiguous_format)
         into = out if head is x else out[..., :rotary_dim]
-        kernels.rotate(head, cos, sin, layout, out=into)
+        kernels.rotate_into(into, head, cos, sin, layout)
         if rotary_dim < dim:
             out[..., rotary_dim:] = x[..., rotary_dim:]
         return out

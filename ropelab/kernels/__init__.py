@@ -32,7 +32,7 @@ __all__ = ["kernel_status", "rotate", "rotate_into", "transformed"]
 def kernel_status() -> dict[str, object]:
     """Whether :func:`~ropelab.apply_rotary` uses the fused CPU kernel, and why not.
 
-    Builds the kernel if it has not been built: 0.7 s with gcc 12 on an idle
+    Builds the kernel if it has not been built: 0.9 s with gcc 12 on an idle
     2-core machine, 4.4 s was seen on a loaded one; once per machine, in a
     private per-user cache (see ``ropelab.kernels.cpu``). Returns a dict:
     ``available`` (bool), ``reason`` (``"compiled"``, ``"loaded from cache"``
@@ -40,9 +40,11 @@ def kernel_status() -> dict[str, object]:
     compile took in this process, or None), ``path`` (the shared library),
     ``dtypes`` (the dtypes it handles), ``openmp`` (whether it splits rows
     between threads), ``vector_bytes`` (its widest vector store: 64 with
-    AVX-512, 32 with AVX2, 0 without) and ``replaced`` (which untrusted or
-    corrupt library was deleted and rebuilt, or None). Where it is unavailable,
-    and on a GPU, apply_rotary takes its torch path (09_performance).
+    AVX-512, 32 with AVX2, 0 without), ``hardware_bf16`` (whether it rounds
+    bfloat16 with AVX512-BF16's instruction, to the same bits) and ``replaced``
+    (which untrusted or corrupt library was deleted and rebuilt, or None).
+    Where it is unavailable, and on a GPU, apply_rotary takes its torch path
+    (09_performance).
     """
     return cpu.status()
 
@@ -67,10 +69,12 @@ def rotate_into(
     it is ``ropelab.kernels.torch_path.rotate_into``.
     """
     # while torch traces (torch.compile, dispatch modes) it sees torch operations only
-    if native and not cpu._traced():
-        if x.is_cuda and _triton_rotate_into(out, x, cos, sin, layout):
-            return
-        if cpu.rotate(out, x, cos, sin, layout):
+    # (cpu.rotate declines then, first thing)
+    if native:
+        if x.is_cuda:
+            if not cpu._traced() and _triton_rotate_into(out, x, cos, sin, layout):
+                return
+        elif cpu.rotate(out, x, cos, sin, layout):
             return
     torch_path.rotate_into(out, x, cos, sin, layout)
 

@@ -43,6 +43,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
+#include <stdlib.h>
 #if defined(__AVX__) || defined(__AVX2__) || defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -73,6 +74,14 @@ static inline uint16_t f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* Row functions are inlined into the loops that call them, where the compiler can see h (64 for
+ * 128-channel heads: see rotate_runs) and drop the remainder loops that have nothing to do. */
+#if defined(__GNUC__)
+#define ROW_INLINE static inline __attribute__((always_inline))
+#else
+#define ROW_INLINE static inline
+#endif
+
 #define ID(v) (v)
 #define F16_LOAD(v) ((float)(v))
 #define F16_STORE(v) ((_Float16)(v))
@@ -80,8 +89,8 @@ static inline uint16_t f32_to_bf16(float f) {
 /* The formula on channels [j0, h) (half-split pairs) or pairs [j0, h) (interleaved), one at a time:
  * the whole row without vector units, and the tail after the vector loop. */
 #define ROW_SCALAR(NAME, T, W, LOAD, STORE)                                                        \
-    static inline void NAME(const T *restrict x, T *restrict o, const T *restrict c,               \
-                            const T *restrict s, int64_t h, int interleaved, int64_t j0) {         \
+    ROW_INLINE void NAME(const T *restrict x, T *restrict o, const T *restrict c,                  \
+                         const T *restrict s, int64_t h, int interleaved, int64_t j0) {            \
         if (interleaved) {                                                                         \
             for (int64_t j = j0; j < h; ++j) {                                                     \
                 W a = LOAD(x[2 * j]), b = LOAD(x[2 * j + 1]);                                      \
@@ -133,7 +142,7 @@ ROW_SCALAR(scalar_f16, _Float16, float, F16_LOAD, F16_STORE)
 #endif
 
 #define ROW_VEC(NAME, T, LOAD8, STORE8, TAIL)                                                       \
-    static inline void NAME(ROW_ARGS(T)) {                                                          \
+    ROW_INLINE void NAME(ROW_ARGS(T)) {                                                             \
         int64_t j = j0;                                                                             \
         if (interleaved) {                                                                          \
             for (; 2 * j + 8 <= 2 * h; j += 4) { /* four pairs: channels 2j .. 2j+7 */             \
@@ -177,7 +186,7 @@ ROW_VEC(row_f16, _Float16, F16_LOAD8, F16_STORE8, scalar_f16)
  * lane, and the even results shifted down, blended word by word with the odd ones, are the output
  * channels in order (bf16_join): one blend where an unpack takes two shuffles. */
 #define ROW_BF16(NAME, V, SPLIT, JOIN, STORE, MUL, ADD, SUB, STEP, TAIL)                                \
-    static inline void NAME(ROW_ARGS(uint16_t)) {                                                       \
+    ROW_INLINE void NAME(ROW_ARGS(uint16_t)) {                                                          \
         int64_t j = j0;                                                                                 \
         V ae, ao, be, bo, ce, co, se, so;                                                               \
         if (interleaved) {                                                                              \
@@ -236,7 +245,7 @@ ROW_BF16(row_bf16_stream, __m256, bf16_split16, bf16_join16, BF16_STREAM16, _mm2
 #define ODD_LANES 0xAAAA /* the second channel of each interleaved pair */
 
 #define ROW512_F32(NAME, STORE, TAIL)                                                                   \
-    static inline void NAME(ROW_ARGS(float)) {                                                          \
+    ROW_INLINE void NAME(ROW_ARGS(float)) {                                                             \
         int64_t j = j0;                                                                                 \
         if (interleaved) {                                                                              \
             for (; 2 * j + 16 <= 2 * h; j += 8) {                                                       \
@@ -270,10 +279,28 @@ static inline __m512i bf16_round_hi512(__m512 f) {
     return _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), u, quiet);
 }
 
-static inline __m512i bf16_join32(__m512 even, __m512 odd) {
+static inline __m512i bf16_join32_soft(__m512 even, __m512 odd) {
     return _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(bf16_round_hi512(even), 16),
                                    bf16_round_hi512(odd));
 }
+
+#if defined(__AVX512BF16__) && defined(__AVX512DQ__)
+#define HW_BF16 1
+/* AVX512-BF16's vcvtne2ps2bf16 rounds 32 float32 lanes to bfloat16 in one instruction, to
+ * nearest even, quieting NaNs as bf16_round_hi512 does, but it takes a subnormal float32 for a
+ * zero of its sign: a vector with a subnormal result (a rare one) is rounded in software. The
+ * instruction packs the even results below the odd ones; one word permutation interleaves them. */
+static inline __m512i bf16_join32(__m512 even, __m512 odd) {
+    const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23,
+                                           7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    if (_mm512_fpclass_ps_mask(even, 0x20) | _mm512_fpclass_ps_mask(odd, 0x20)) /* 0x20: subnormal */
+        return bf16_join32_soft(even, odd);
+    return _mm512_permutexvar_epi16(order, (__m512i)_mm512_cvtne2ps_pbh(odd, even));
+}
+#else
+#define HW_BF16 0
+#define bf16_join32 bf16_join32_soft
+#endif
 
 #define BF16_STORE32(p, v) _mm512_storeu_si512((p), (v))
 #define BF16_STREAM32(p, v) _mm512_stream_si512((__m512i *)(p), (v))
@@ -291,21 +318,24 @@ ROW_BF16(row512_bf16_stream, __m512, bf16_split32, bf16_join32, BF16_STREAM32, _
 #define ROW_BF16_STREAM row512_bf16_stream
 #elif defined(__AVX2__)
 #define VEC_BYTES 32
+#define HW_BF16 0
 #define ROW_F32 row_f32
 #define ROW_F32_STREAM row_f32_stream
 #define ROW_BF16_ row_bf16
 #define ROW_BF16_STREAM row_bf16_stream
 #else
+#define HW_BF16 0
 #define VEC_BYTES 0 /* no streaming stores */
 #define ROW_F32 row_f32
 #define ROW_BF16_ row_bf16
 #endif
 
 /* Which dtypes this build supports, as a bit mask over the enum above, plus
- * bit 8 when it was built with OpenMP, plus the bytes of its widest vector
- * store (0, 32 or 64) from bit 9 on. */
+ * bit 8 when it was built with OpenMP, the bytes of its widest vector store
+ * (0, 32 or 64) in bits 9 to 15, and bit 16 when it rounds bfloat16 with
+ * AVX512-BF16's instruction. */
 int ropelab_features(void) {
-    int mask = (1 << F32) | (1 << F64) | (1 << BF16) | (VEC_BYTES << 9);
+    int mask = (1 << F32) | (1 << F64) | (1 << BF16) | (VEC_BYTES << 9) | (HW_BF16 << 16);
 #ifdef ROPELAB_HAVE_FLOAT16
     mask |= 1 << F16;
 #endif
@@ -346,14 +376,32 @@ static int row_kind(const problem *p) {
  * starts at the byte addresses at[i][0..3] of x, out, cos and sin, and every run advances by
  * step[0..3] bytes from one row to the next. The row function is chosen once, outside the loop. */
 static void rotate_runs(const problem *p, int k, char *at[GROUP][4], const int64_t *step, int64_t count) {
-    const int64_t h = p->h;
+    const int64_t h = p->h, sx = step[0], so = step[1], sc = step[2], ss = step[3];
     const int il = p->interleaved;
+    /* the addresses are copied into locals: the vector stores may alias anything, at[][] included,
+     * and would make the compiler reload them from memory after every store */
+#define RUNS_OF(FN, T, H, IL)                                                                           \
+    for (int i0 = 0; i0 < k; i0 += 2) {                                                                 \
+        const int two = k - i0 >= 2;                                                                    \
+        const char *x0 = at[i0][0], *c0 = at[i0][2], *s0 = at[i0][3];                                   \
+        char *o0 = at[i0][1];                                                                           \
+        const char *x1 = two ? at[i0 + 1][0] : x0, *c1 = two ? at[i0 + 1][2] : c0;                      \
+        const char *s1 = two ? at[i0 + 1][3] : s0;                                                      \
+        char *o1 = two ? at[i0 + 1][1] : o0;                                                            \
+        for (int64_t r = 0; r < count; ++r) {                                                           \
+            FN((const T *)x0, (T *)o0, (const T *)c0, (const T *)s0, H, IL, 0);                         \
+            if (two) FN((const T *)x1, (T *)o1, (const T *)c1, (const T *)s1, H, IL, 0);                \
+            x0 += sx, o0 += so, c0 += sc, s0 += ss, x1 += sx, o1 += so, c1 += sc, s1 += ss;             \
+        }                                                                                               \
+    }
+    /* 128-channel heads, the common size, get loops the compiler unrolls for that size */
 #define RUNS(FN, T)                                                                                     \
-    for (int64_t r = 0; r < count; ++r)                                                                 \
-        for (int i = 0; i < k; ++i) {                                                                   \
-            FN((const T *)at[i][0], (T *)at[i][1], (const T *)at[i][2], (const T *)at[i][3], h, il, 0); \
-            for (int t = 0; t < 4; ++t) at[i][t] += step[t];                                            \
-        }
+    if (h == 64 && il)                                                                                  \
+        RUNS_OF(FN, T, 64, 1)                                                                           \
+    else if (h == 64)                                                                                   \
+        RUNS_OF(FN, T, 64, 0)                                                                           \
+    else                                                                                                \
+        RUNS_OF(FN, T, h, il)
     switch (row_kind(p)) {
     case K_F32:
         RUNS(ROW_F32, float);
@@ -381,6 +429,7 @@ static void rotate_runs(const problem *p, int k, char *at[GROUP][4], const int64
         break;
     }
 #undef RUNS
+#undef RUNS_OF
 }
 
 /* Byte addresses of the row at element offsets e[0..3]. */
@@ -571,6 +620,7 @@ int ropelab_rotate(int dtype, int interleaved, int ndim, const int64_t *size, co
     p.stream = stream_rows(&p, row_end - row_begin, stream_from);
     int64_t block = (block_bytes > 0 ? block_bytes : table_block_bytes()) / (2 * 2 * h * p.esize);
     if (block < 1) block = 1;
+    if (getenv("NOBLOCK") && ax >= 0 && block >= p.size[ax]) ax = -1;
     int64_t begin = ax >= 0 ? 0 : row_begin, end = ax >= 0 ? p.size[ax] : row_end, n = end - begin;
     const int did = p.stream | (ax >= 0) << 1; /* what the caller is told */
 #ifdef _OPENMP
@@ -587,4 +637,15 @@ int ropelab_rotate(int dtype, int interleaved, int ndim, const int64_t *size, co
     rotate_share(&p, ax, block, begin, end);
     fence(&p);
     return did;
+}
+
+/* ropelab_rotate with its shape arguments packed in one array, which ropelab builds once for each
+ * combination of shapes and strides (a call from Python pays for every argument):
+ * plan = {dtype, interleaved, ndim, h, rows, size[MAXD], xs[MAXD], os[MAXD], cs[MAXD], ss[MAXD]}. */
+int ropelab_run(const int64_t *plan, const void *x, void *out, const void *cos, const void *sin, int nthreads,
+                int64_t block_bytes, int64_t stream_from) {
+    const int64_t *size = plan + 5, *st = size + MAXD;
+    return ropelab_rotate((int)plan[0], (int)plan[1], (int)plan[2], size, x, st, out, st + MAXD, cos,
+                          st + 2 * MAXD, sin, st + 3 * MAXD, plan[3], 0, plan[4], nthreads, block_bytes,
+                          stream_from);
 }

@@ -13,7 +13,7 @@ it with the system C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang``)
 into a per-user cache directory (``$ROPELAB_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/ropelab``, else ``~/.cache/ropelab``) keyed by the source,
 the flags and the compiler, and loads it with :mod:`ctypes`; later processes
-load the cached library. The compile took 0.7 s with gcc 12 on an idle
+load the cached library. The compile took 0.9 s with gcc 12 on an idle
 2-core machine; 4.4 s was seen on a loaded one.
 
 Loading a shared library runs its code, so the cache is trusted only if no
@@ -114,18 +114,32 @@ _FLAGS = (
 
 _AVX2 = ("-mavx2", "-mf16c")
 _AVX512 = (*_AVX2, "-mavx512f", "-mavx512bw")
+_AVX512_BF16 = (*_AVX512, "-mavx512dq", "-mavx512bf16")
+
+
+def _cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as Linux lists them (empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()
 
 
 def _isa_flags() -> list[str]:
     """The vector ISA to compile for, on x86 CPUs: AVX-512 (F and BW) where torch
-    finds AVX-512, else AVX2 where torch finds AVX2; with F16C for the 16-bit
-    conversions. The library is built on the machine that runs it, so this is the
-    machine's own ISA."""
+    finds AVX-512, with AVX512-BF16 (and DQ) where the CPU has it, else AVX2 where
+    torch finds AVX2; with F16C for the 16-bit conversions. The library is built on
+    the machine that runs it, so this is the machine's own ISA."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return []
     capability = torch.backends.cpu.get_cpu_capability()
     if capability == "AVX512":
-        return list(_AVX512)
+        bf16 = {"avx512_bf16", "avx512dq"} <= _cpu_flags()
+        return list(_AVX512_BF16 if bf16 else _AVX512)
     return list(_AVX2) if capability == "AVX2" else []
 
 
@@ -201,10 +215,12 @@ def _build(cc: list[str], target: Path) -> None:
     try:
         errors = []
         isa = _isa_flags()
-        narrower = list(_AVX2) if isa == list(_AVX512) else isa  # an older compiler
+        # an older compiler: AVX-512 without its BF16 part, then AVX2
+        narrower = [flags for flags in (list(_AVX512), list(_AVX2))
+                    if len(flags) < len(isa) and isa[:len(flags)] == flags]
         for extra in (
             [*isa, "-fopenmp", "-DROPELAB_HAVE_FLOAT16"],
-            [*narrower, "-fopenmp", "-DROPELAB_HAVE_FLOAT16"],
+            *([*flags, "-fopenmp", "-DROPELAB_HAVE_FLOAT16"] for flags in narrower),
             [*isa, "-fopenmp"],
             ["-fopenmp"],
             [*isa, "-DROPELAB_HAVE_FLOAT16"],
@@ -263,6 +279,11 @@ def _open(path: Path) -> ctypes.CDLL:
         ctypes.c_void_p, i64p, ctypes.c_void_p, i64p,
         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
         ctypes.c_int64, ctypes.c_int64,
+    ]  # fmt: skip
+    lib.ropelab_run.restype = ctypes.c_int
+    lib.ropelab_run.argtypes = [
+        i64p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+        ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
     ]  # fmt: skip
     return lib
 
@@ -334,7 +355,8 @@ def _load() -> dict[str, Any]:
                     dt for dt, code in _DTYPES.items() if mask >> code & 1
                 ),
                 openmp=bool(mask >> 8 & 1),
-                vector_bytes=mask >> 9,
+                vector_bytes=mask >> 9 & 0x7F,
+                hardware_bf16=bool(mask >> 16 & 1),
             )
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
             state["reason"] = str(exc)
@@ -364,9 +386,10 @@ def status() -> dict[str, Any]:
     ``"loaded from cache"`` or why it is unavailable), ``compile_s`` (seconds
     the compile took in this process, or None), ``path``, ``dtypes``,
     ``openmp`` (whether rows are split between threads), ``vector_bytes``
-    (its widest vector store: 64 with AVX-512, 32 with AVX2, 0 without) and
-    ``replaced`` (None, or which untrusted or corrupt library was deleted and
-    rebuilt).
+    (its widest vector store: 64 with AVX-512, 32 with AVX2, 0 without),
+    ``hardware_bf16`` (whether bfloat16 results are rounded by AVX512-BF16's
+    instruction, to the same bits) and ``replaced`` (None, or which untrusted or
+    corrupt library was deleted and rebuilt).
     Building happens here if it has not yet.
     """
     state = {k: v for k, v in _load().items() if k not in ("lib", "plans")}
@@ -417,7 +440,7 @@ def _plan(x: Tensor, out: Tensor, cos: Tensor, sin: Tensor) -> tuple | None:
     """The kernel's shape arguments for these shapes and strides, or None if it cannot
     take them.
 
-    Returns ``(ndim, sizes, (x, out, cos, sin) strides as ctypes arrays, rows)``.
+    Returns ``(ndim, sizes, [x, out, cos, sin strides], rows)``, lists of ints.
     """
     lead = list(x.shape[:-1])
     try:
@@ -436,8 +459,7 @@ def _plan(x: Tensor, out: Tensor, cos: Tensor, sin: Tensor) -> tuple | None:
     rows = 1
     for n in sizes:
         rows *= n
-    arr = ctypes.c_int64 * max(len(sizes), 1)
-    return len(sizes), arr(*sizes), tuple(arr(*st) for st in strides), rows
+    return len(sizes), sizes, strides, rows
 
 
 def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> bool:
@@ -456,11 +478,11 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
         cos, sin: ``(..., seq, dim)`` in ``x``'s dtype, broadcastable to ``x``.
         layout: ``"half_split"`` or ``"interleaved"``.
     """
+    if _traced():  # first: torch.compile cannot trace the checks below
+        return False
     for t in (out, x, cos, sin):  # a zero tensor has no data to point at
         if type(t) not in _PLAIN or not t.is_cpu or t.is_neg() or t._is_zerotensor():
             return False
-    if _traced():
-        return False
     state = _state or _load()
     if not state["available"]:
         _warn_fallback(state)
@@ -478,13 +500,11 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
         return False
     if not call:  # nothing to rotate
         return True
-    dtype, interleaved, ndim, sizes, xs, os_, cs, ss, h, rows, big = call
-    threads = torch.get_num_threads() if big else 1
+    plan, big = call
     global _last_path
-    _last_path = state["lib"].ropelab_rotate(
-        dtype, interleaved, ndim, sizes, x.data_ptr(), xs, out.data_ptr(), os_,
-        cos.data_ptr(), cs, sin.data_ptr(), ss, h, 0, rows, threads,
-        _BLOCK_BYTES, _STREAM_FROM,
+    _last_path = state["lib"].ropelab_run(
+        plan, x.data_ptr(), out.data_ptr(), cos.data_ptr(), sin.data_ptr(),
+        torch.get_num_threads() if big else 1, _BLOCK_BYTES, _STREAM_FROM,
     )  # fmt: skip
     return _last_path >= 0
 
@@ -492,8 +512,9 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
 def _call_args(
     state: dict[str, Any], x: Tensor, out: Tensor, cos: Tensor, sin: Tensor, layout: str
 ) -> tuple | None:
-    """What ``ropelab_rotate`` needs besides the data pointers, for these dtypes,
-    shapes and strides; None if the kernel cannot take them, () if x is empty."""
+    """``ropelab_run``'s plan for these dtypes, shapes and strides (see ``cpu.c``),
+    and whether the call is worth waking other threads; None if the kernel cannot
+    take them, () if x is empty."""
     dtype = x.dtype
     if dtype not in _DTYPES or dtype not in state["dtypes"]:
         return None
@@ -504,7 +525,10 @@ def _call_args(
     plan = _plan(x, out, cos, sin)
     if plan is None:
         return None
-    ndim, sizes, (xs, os_, cs, ss), rows = plan
+    ndim, sizes, strides, rows = plan
+    pad = [0] * (_MAXD - ndim)
+    packed = [_DTYPES[dtype], layout == "interleaved", ndim, x.shape[-1] // 2, rows]
+    for axes in (sizes, *strides):
+        packed += [*axes, *pad]
     big = state["openmp"] and x.numel() >= 2 * _GRAIN  # worth waking other threads
-    return (_DTYPES[dtype], layout == "interleaved", ndim, sizes, xs, os_, cs, ss,
-            x.shape[-1] // 2, rows, big)  # fmt: skip
+    return (ctypes.c_int64 * len(packed))(*packed), big
