@@ -43,7 +43,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
-#include <stdlib.h>
 #if defined(__AVX__) || defined(__AVX2__) || defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -620,7 +619,6 @@ int ropelab_rotate(int dtype, int interleaved, int ndim, const int64_t *size, co
     p.stream = stream_rows(&p, row_end - row_begin, stream_from);
     int64_t block = (block_bytes > 0 ? block_bytes : table_block_bytes()) / (2 * 2 * h * p.esize);
     if (block < 1) block = 1;
-    if (getenv("NOBLOCK") && ax >= 0 && block >= p.size[ax]) ax = -1;
     int64_t begin = ax >= 0 ? 0 : row_begin, end = ax >= 0 ? p.size[ax] : row_end, n = end - begin;
     const int did = p.stream | (ax >= 0) << 1; /* what the caller is told */
 #ifdef _OPENMP
