@@ -166,6 +166,9 @@ def overlaps(a: Tensor, b: Tensor) -> bool:
     return bool(bytes_of(b, b0).any())
 
 
+_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+
+
 @functools.lru_cache(maxsize=256)
 def _broadcasts(table: torch.Size, x: torch.Size) -> bool:
     """Whether a table of shape ``(..., d)`` broadcasts against ``x`` ``(..., d')``
@@ -195,7 +198,9 @@ def check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
                 f"{name}'s last axis must be rotary_dim = {rotary_dim} for x "
                 f"of shape {tuple(xs)}, got {tuple(ts)}"
             )
-        if not _broadcasts(ts, xs):
+        # (torch.compile traces the check itself: it warns about a cache it skips)
+        broadcasts = _broadcasts.__wrapped__ if _compiling() else _broadcasts
+        if not broadcasts(ts, xs):
             raise ValueError(
                 f"{name} of shape {tuple(ts)} does not broadcast to x of shape "
                 f"{tuple(xs)}: keep the position axis where x has it, e.g. "
