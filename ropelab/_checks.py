@@ -180,6 +180,18 @@ def _broadcasts(table: torch.Size, x: torch.Size) -> bool:
     )
 
 
+def _broadcasts_to(table: torch.Size, x: torch.Size) -> bool:
+    """:func:`_broadcasts`, past its cache where sizes are symbolic (a tracer's
+    SymInts cannot be hashed) and under torch.compile (which warns that it skips
+    the cache)."""
+    if _compiling():
+        return _broadcasts.__wrapped__(table, x)
+    try:
+        return _broadcasts(table, x)
+    except TypeError:  # unhashable symbolic sizes
+        return _broadcasts.__wrapped__(table, x)
+
+
 def check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
     """Check cos and sin are float tables ``(..., rotary_dim)`` that broadcast to
     ``x``."""
@@ -198,9 +210,7 @@ def check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
                 f"{name}'s last axis must be rotary_dim = {rotary_dim} for x "
                 f"of shape {tuple(xs)}, got {tuple(ts)}"
             )
-        # (torch.compile traces the check itself: it warns about a cache it skips)
-        broadcasts = _broadcasts.__wrapped__ if _compiling() else _broadcasts
-        if not broadcasts(ts, xs):
+        if not _broadcasts_to(ts, xs):
             raise ValueError(
                 f"{name} of shape {tuple(ts)} does not broadcast to x of shape "
                 f"{tuple(xs)}: keep the position axis where x has it, e.g. "

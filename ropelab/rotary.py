@@ -151,8 +151,9 @@ def apply_rotary(
     (tokens, heads, dim), packed      (tokens, 1, dim)
     ================================  =========================================
 
-    One dispatch, :func:`ropelab.kernels.rotate`, computes it without the
-    plain formula's temporaries (09_performance): the fused CPU kernel,
+    One dispatch, :func:`ropelab.kernels.rotate_into` (through
+    :func:`ropelab.kernels.rotate` where autograd records), computes it without
+    the plain formula's temporaries (09_performance): the fused CPU kernel,
     bit-identical to :func:`~ropelab.rotary.rotate` in float32/float64, the
     float32 formula rounded once in bfloat16/float16; elsewhere a torch path
     within one rounding (its interleaved path assumes equal table entries

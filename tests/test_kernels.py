@@ -255,6 +255,84 @@ def test_a_compiler_without_openmp_or_avx2_still_builds_a_serial_kernel(monkeypa
 
 
 @needs_kernel
+def test_a_compiler_without_bf16_or_float16_keeps_its_vectors(monkeypatch, tmp_path):
+    # an older compiler (gcc <= 9) knows neither -mavx512bf16 nor _Float16: the build
+    # keeps the widest vectors it does know and OpenMP, and rounds bfloat16 in software
+    cc = tmp_path / "old-cc"
+    cc.write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in -mavx512bf16|-DROPELAB_HAVE_FLOAT16) '
+                  f'exit 1;; esac; done\nexec {_native._compiler()[0]} "$@"\n')
+    cc.chmod(0o755)
+    _fresh_state(monkeypatch, tmp_path / "cache", CC=str(cc))
+    status = _native.status()
+    isa = _native._isa_flags()
+    assert status["available"] and status["openmp"] and not status["hardware_bf16"]
+    assert status["vector_bytes"] == (64 if "-mavx512f" in isa else 32 if isa else 0)
+    assert "float16" not in status["dtypes"]
+    x = torch.randn(4, 8, 30, 64, generator=torch.Generator().manual_seed(6)).bfloat16()
+    for layout in LAYOUTS:
+        cos, sin = tables(torch.arange(30), 64, layout, torch.bfloat16)
+        want = plain(x.float(), cos.float(), sin.float(), layout).bfloat16()
+        assert torch.equal(run_kernel(x, cos, sin, layout), want)
+
+
+@needs_kernel
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("heads", [16, 17])
+def test_small_and_large_calls_give_the_formulas_bits(layout, dtype, heads):
+    # out of 4 MiB or less (16 bf16 heads of 1,024 x 128) goes in blocks of 16 positions,
+    # bfloat16 one head at a time; more goes in blocks of half the L2, two heads side by side
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(1, heads, 1024 * 2 // x_size(dtype), 128, generator=g).to(dtype)
+    cos, sin = tables(torch.arange(x.shape[2]) * 3, 128, layout, dtype)
+    wide = plain(x.float(), cos.float(), sin.float(), layout).to(dtype)
+    got = run_kernel(x, cos, sin, layout)
+    assert blocked()
+    assert torch.equal(got, wide if dtype == torch.bfloat16 else plain(x, cos, sin, layout))
+
+
+def x_size(dtype):
+    return torch.empty((), dtype=dtype).element_size()
+
+
+_SET_CSR = r"""
+#include <xmmintrin.h>
+unsigned get_csr(void) { return _mm_getcsr(); }
+void set_csr(unsigned v) { _mm_setcsr(v); }
+"""
+
+
+@needs_kernel
+@pytest.mark.skipif(not _native._isa_flags(), reason="x86 vector builds only")
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_denormals_are_zero_mode_changes_no_bit_of_normal_inputs(tmp_path, layout):
+    # with the MXCSR's denormals-are-zero bit (and not flush-to-zero), normal inputs
+    # whose results are subnormal must round as without it; AVX512-BF16's rounding
+    # flushes subnormals, and a subnormal test that DAZ blinds would let it through
+    src, lib_path = tmp_path / "csr.c", tmp_path / "csr.so"
+    src.write_text(_SET_CSR)
+    subprocess.run([*_native._compiler(), "-shared", "-fPIC", "-O1", str(src), "-o", str(lib_path)],
+                   check=True, capture_output=True)
+    import ctypes
+    csr = ctypes.CDLL(str(lib_path))
+    csr.get_csr.restype = ctypes.c_uint
+    # 1.5 * 2^-126 paired with 2^-126 (half-split: the halves; interleaved: even and odd
+    # channels), cos = sin = 1: the first channel of each pair is 2^-127, subnormal
+    big = torch.arange(128) < 64 if layout == "half_split" else torch.arange(128) % 2 == 0
+    x = torch.where(big, 1.5, 1.0)[None].mul(2.0 ** -126).bfloat16()
+    one = torch.ones(1, 128).bfloat16()
+    before = run_kernel(x, one, one, layout)
+    old = csr.get_csr()
+    try:
+        csr.set_csr(old | 0x40)  # DAZ on, FTZ (0x8000) as it was
+        during = run_kernel(x, one, one, layout)  # one row: on this thread
+    finally:
+        csr.set_csr(old)
+    assert before.view(torch.int16).abs().max() > 0  # subnormal results, not zeros
+    assert torch.equal(during.view(torch.int16), before.view(torch.int16))
+
+
+@needs_kernel
 @pytest.mark.parametrize("isa", ["avx512bf16", "avx512", "avx2", "none"])
 def test_every_vector_width_gives_the_formulas_bits(monkeypatch, tmp_path, isa):
     # the AVX-512 rows hand their remainder to the AVX2 rows, those to the scalar loop:

@@ -554,6 +554,22 @@ def test_torch_compile_sees_one_graph_forward_and_backward(layout):
     torch.testing.assert_close(grad, pair_rotation(w, cos, -sin, layout), rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_symbolic_tracing_sees_the_formula(layout):
+    # make_fx with symbolic sizes (as AOTAutograd and export trace): sizes are SymInts,
+    # which the checks' cache cannot hash, and the kernel steps aside for the torch path
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    x = torch.randn(2, 4, 9, 16)
+    cos, sin = cos_sin(torch.arange(9), inv_freq(16), layout=layout)
+    graph = make_fx(lambda v, c, s: apply_rotary(v, c, s, layout=layout),
+                    tracing_mode="symbolic")(x, cos, sin)
+    y = torch.randn(3, 4, 5, 16)  # other sizes through the same graph
+    c5, s5 = cos[:5], sin[:5]
+    torch.testing.assert_close(graph(y, c5, s5), pair_rotation(y, c5, s5, layout).float(),
+                               rtol=0, atol=1e-6)
+
+
 def test_training_goes_through_the_fast_path_both_ways(path):
     x = torch.randn(2, 4, 9, 16, requires_grad=True)
     cos, sin = cos_sin(torch.arange(9), inv_freq(16))

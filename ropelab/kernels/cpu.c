@@ -20,7 +20,8 @@
  * float32 formula, and each result rounded once to the 16-bit type (to
  * nearest even): one 16-bit rounding per output where the plain formula in
  * bfloat16 makes three. Where the CPU has AVX512-BF16, one instruction rounds
- * 32 bfloat16 results, to the same bits as the integer rounding it replaces.
+ * 32 bfloat16 results, to the same bits as the integer rounding it replaces
+ * (subnormal results excepted, which take the integer rounding).
  *
  * Memory traffic is what this kernel is about (RoPE does 3 flops per 2s bytes
  * moved), so the loop order follows memory, not the caller's axis order:
@@ -293,16 +294,22 @@ static inline __m512i bf16_join32_soft(__m512 even, __m512 odd) {
                                    bf16_round_hi512(odd));
 }
 
-#if defined(__AVX512BF16__) && defined(__AVX512DQ__)
+#if defined(__AVX512BF16__)
 #define HW_BF16 1
 /* AVX512-BF16's vcvtne2ps2bf16 rounds 32 float32 lanes to bfloat16 in one instruction, to
  * nearest even, quieting NaNs as bf16_round_hi512 does, but it takes a subnormal float32 for a
  * zero of its sign: a vector with a subnormal result (a rare one) is rounded in software. The
- * instruction packs the even results below the odd ones; one word permutation interleaves them. */
+ * test is on the bits (exponent zero, mantissa not), which the MXCSR's denormals-are-zero mode
+ * cannot hide as it hides them from vfpclassps; one test finds the zeros and subnormals, and only
+ * when it finds any does a second tell them apart. The instruction packs the even results below
+ * the odd ones; one word permutation interleaves them. */
 static inline __m512i bf16_join32(__m512 even, __m512 odd) {
     const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23,
                                            7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    if (_mm512_fpclass_ps_mask(even, 0x20) | _mm512_fpclass_ps_mask(odd, 0x20)) /* 0x20: subnormal */
+    const __m512i exponent = _mm512_set1_epi32(0x7f800000), mantissa = _mm512_set1_epi32(0x007fffff);
+    const __m512i e = _mm512_castps_si512(even), o = _mm512_castps_si512(odd);
+    const __mmask16 ze = _mm512_testn_epi32_mask(e, exponent), zo = _mm512_testn_epi32_mask(o, exponent);
+    if ((ze | zo) && (_mm512_mask_test_epi32_mask(ze, e, mantissa) | _mm512_mask_test_epi32_mask(zo, o, mantissa)))
         return bf16_join32_soft(even, odd);
     return _mm512_permutexvar_epi16(order, (__m512i)_mm512_cvtne2ps_pbh(odd, even));
 }

@@ -114,7 +114,7 @@ _FLAGS = (
 
 _AVX2 = ("-mavx2", "-mf16c")
 _AVX512 = (*_AVX2, "-mavx512f", "-mavx512bw")
-_AVX512_BF16 = (*_AVX512, "-mavx512dq", "-mavx512bf16")
+_AVX512_BF16 = (*_AVX512, "-mavx512bf16")
 
 
 def _cpu_flags() -> frozenset[str]:
@@ -131,14 +131,14 @@ def _cpu_flags() -> frozenset[str]:
 
 def _isa_flags() -> list[str]:
     """The vector ISA to compile for, on x86 CPUs: AVX-512 (F and BW) where torch
-    finds AVX-512, with AVX512-BF16 (and DQ) where the CPU has it, else AVX2 where
+    finds AVX-512, with AVX512-BF16 where the CPU has it, else AVX2 where
     torch finds AVX2; with F16C for the 16-bit conversions. The library is built on
     the machine that runs it, so this is the machine's own ISA."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return []
     capability = torch.backends.cpu.get_cpu_capability()
     if capability == "AVX512":
-        bf16 = {"avx512_bf16", "avx512dq"} <= _cpu_flags()
+        bf16 = "avx512_bf16" in _cpu_flags()
         return list(_AVX512_BF16 if bf16 else _AVX512)
     return list(_AVX2) if capability == "AVX2" else []
 
@@ -216,14 +216,13 @@ def _build(cc: list[str], target: Path) -> None:
         errors = []
         isa = _isa_flags()
         # an older compiler: AVX-512 without its BF16 part, then AVX2
-        narrower = [flags for flags in (list(_AVX512), list(_AVX2))
-                    if len(flags) < len(isa) and isa[:len(flags)] == flags]
+        isas = [isa] + [flags for flags in (list(_AVX512), list(_AVX2))
+                        if len(flags) < len(isa) and isa[:len(flags)] == flags]
         for extra in (
-            [*isa, "-fopenmp", "-DROPELAB_HAVE_FLOAT16"],
-            *([*flags, "-fopenmp", "-DROPELAB_HAVE_FLOAT16"] for flags in narrower),
-            [*isa, "-fopenmp"],
+            *([*flags, "-fopenmp", "-DROPELAB_HAVE_FLOAT16"] for flags in isas),
+            *([*flags, "-fopenmp"] for flags in isas),
             ["-fopenmp"],
-            [*isa, "-DROPELAB_HAVE_FLOAT16"],
+            *([*flags, "-DROPELAB_HAVE_FLOAT16"] for flags in isas),
             [],
         ):
             proc = subprocess.run(
@@ -302,7 +301,8 @@ def _load() -> dict[str, Any]:
             "dtypes": frozenset(),
             "openmp": False,
             "replaced": None,
-            # (dtypes, shapes, strides, layout) -> ropelab_rotate's other arguments
+            # (dtypes, shapes, strides, layout) -> (ropelab_run's plan, whether to
+            # split the work between threads)
             "plans": {},
         }
         try:
