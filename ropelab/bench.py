@@ -671,7 +671,10 @@ def kernel_summary() -> str:
         if st["compile_s"] is not None
         else "loaded from cache"
     )
-    return f"fused C kernel, {how}, {threads}, {', '.join(st['dtypes'])}"
+    isa = {64: "AVX-512", 32: "AVX2"}.get(st["vector_bytes"], "no vector")
+    rounding = ", AVX512-BF16 rounding" if st["hardware_bf16"] else ""
+    return (f"fused C kernel ({isa} instructions{rounding}), {how}, {threads}, "
+            f"{', '.join(st['dtypes'])}")
 
 
 def machine_info(device: torch.device) -> dict[str, object]:

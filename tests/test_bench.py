@@ -292,3 +292,17 @@ def test_gpu_methods_list_the_triton_kernel_and_the_others():
     for name in ("flash_attn", "liger"):  # not installed here: skipped with a reason
         fn, note = methods[name]
         assert fn is not None or note.startswith("skipped")
+
+
+def test_kernel_summary_names_the_instructions_it_ran():
+    # the benchmark file records which vector instructions and rounding produced it
+    from ropelab.bench import kernel_summary
+    from ropelab.kernels import kernel_status
+
+    st, line = kernel_status(), kernel_summary()
+    if not st["available"]:
+        assert line.startswith("unavailable")
+        return
+    isa = {64: "AVX-512", 32: "AVX2"}.get(st["vector_bytes"], "no vector")
+    assert line.startswith(f"fused C kernel ({isa} instructions")
+    assert ("AVX512-BF16 rounding" in line) == st["hardware_bf16"]

@@ -32,8 +32,9 @@ __all__ = ["kernel_status", "rotate", "rotate_into", "transformed"]
 def kernel_status() -> dict[str, object]:
     """Whether :func:`~ropelab.apply_rotary` uses the fused CPU kernel, and why not.
 
-    Builds the kernel if it has not been built: 0.9 s with gcc 12 on an idle
-    2-core machine, 4.4 s was seen on a loaded one; once per machine, in a
+    Builds the kernel if it has not been built: 1.1 s with gcc 12 on an idle
+    2-core machine, longer on a loaded one (4.4 s was seen for an earlier,
+    smaller version); once per machine, in a
     private per-user cache (see ``ropelab.kernels.cpu``). Returns a dict:
     ``available`` (bool), ``reason`` (``"compiled"``, ``"loaded from cache"``
     or why it is unavailable, e.g. no C compiler), ``compile_s`` (seconds the

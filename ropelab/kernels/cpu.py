@@ -13,8 +13,9 @@ it with the system C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang``)
 into a per-user cache directory (``$ROPELAB_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/ropelab``, else ``~/.cache/ropelab``) keyed by the source,
 the flags and the compiler, and loads it with :mod:`ctypes`; later processes
-load the cached library. The compile took 0.9 s with gcc 12 on an idle
-2-core machine; 4.4 s was seen on a loaded one.
+load the cached library. The compile took 1.1 s with gcc 12 on an idle
+2-core machine, longer on a loaded one (4.4 s was seen for an earlier,
+smaller version of the source).
 
 Loading a shared library runs its code, so the cache is trusted only if no
 other user can have written to it: the directory is created with mode 0700
@@ -300,6 +301,8 @@ def _load() -> dict[str, Any]:
             "path": None,
             "dtypes": frozenset(),
             "openmp": False,
+            "vector_bytes": 0,
+            "hardware_bf16": False,
             "replaced": None,
             # (dtypes, shapes, strides, layout) -> (ropelab_run's plan, whether to
             # split the work between threads)
