@@ -166,7 +166,8 @@ def overlaps(a: Tensor, b: Tensor) -> bool:
     return bool(bytes_of(b, b0).any())
 
 
-_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+#: Whether torch.compile is tracing (torch >= 2.3; never, on older torch).
+compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 
 
 @functools.lru_cache(maxsize=256)
@@ -184,7 +185,7 @@ def _broadcasts_to(table: torch.Size, x: torch.Size) -> bool:
     """:func:`_broadcasts`, past its cache where sizes are symbolic (a tracer's
     SymInts cannot be hashed) and under torch.compile (which warns that it skips
     the cache)."""
-    if _compiling():
+    if compiling():
         return _broadcasts.__wrapped__(table, x)
     try:
         return _broadcasts(table, x)
@@ -236,13 +237,11 @@ def check_out(out: object, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
             f"out must match x: shape {tuple(x.shape)}, {x.dtype} on "
             f"{x.device}; got shape {tuple(out.shape)}, {out.dtype} on {out.device}"
         )
-    memory = out.untyped_storage().data_ptr()  # what overlaps() looks at first
-    shared = [t for t in (x, cos, sin) if t.untyped_storage().data_ptr() == memory]
-    if shared and overlaps(out, x):
+    if overlaps(out, x):
         raise ValueError(
             "out must not overlap x: each output pair needs both inputs of its pair"
         )
-    if shared and (overlaps(out, cos) or overlaps(out, sin)):
+    if overlaps(out, cos) or overlaps(out, sin):
         raise ValueError(
             "out must not overlap cos or sin: the tables are read while out is written"
         )

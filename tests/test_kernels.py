@@ -6,6 +6,7 @@ between threads without changing a bit, decline what it cannot do, and leave
 apply_rotary working (through the torch path) wherever it cannot be built.
 """
 
+import ctypes
 import json
 import os
 import stat
@@ -237,14 +238,21 @@ def test_without_a_working_compiler_apply_rotary_takes_the_torch_path(monkeypatc
     assert len(caught) == expected
 
 
+def _compiler_refusing(tmp_path, *flags):
+    """A stand-in for a compiler that does not know ``flags``: the system one, failing
+    when given any of them."""
+    cc = tmp_path / "refusing-cc"
+    cc.write_text(f'#!/bin/sh\nfor a in "$@"; do case "$a" in {"|".join(flags)}) exit 1;; esac; done\n'
+                  f'exec {_native._compiler()[0]} "$@"\n')
+    cc.chmod(0o755)
+    return str(cc)
+
+
 @needs_kernel
 def test_a_compiler_without_openmp_or_avx2_still_builds_a_serial_kernel(monkeypatch, tmp_path):
     # a stand-in for compilers without OpenMP (Apple's clang) or without the x86 vector flags
-    cc = tmp_path / "plain-cc"
-    cc.write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in -fopenmp|-mavx2) exit 1;; esac; done\n'
-                  f'exec {_native._compiler()[0]} "$@"\n')
-    cc.chmod(0o755)
-    _fresh_state(monkeypatch, tmp_path / "cache", CC=str(cc))
+    cc = _compiler_refusing(tmp_path, "-fopenmp", "-mavx2")
+    _fresh_state(monkeypatch, tmp_path / "cache", CC=cc)
     status = _native.status()
     assert status["available"] and status["openmp"] is False and "bfloat16" in status["dtypes"]
     g = torch.Generator().manual_seed(5)
@@ -258,11 +266,8 @@ def test_a_compiler_without_openmp_or_avx2_still_builds_a_serial_kernel(monkeypa
 def test_a_compiler_without_bf16_or_float16_keeps_its_vectors(monkeypatch, tmp_path):
     # an older compiler (gcc <= 9) knows neither -mavx512bf16 nor _Float16: the build
     # keeps the widest vectors it does know and OpenMP, and rounds bfloat16 in software
-    cc = tmp_path / "old-cc"
-    cc.write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in -mavx512bf16|-DROPELAB_HAVE_FLOAT16) '
-                  f'exit 1;; esac; done\nexec {_native._compiler()[0]} "$@"\n')
-    cc.chmod(0o755)
-    _fresh_state(monkeypatch, tmp_path / "cache", CC=str(cc))
+    cc = _compiler_refusing(tmp_path, "-mavx512bf16", "-DROPELAB_HAVE_FLOAT16")
+    _fresh_state(monkeypatch, tmp_path / "cache", CC=cc)
     status = _native.status()
     isa = _native._isa_flags()
     assert status["available"] and status["openmp"] and not status["hardware_bf16"]
@@ -283,16 +288,13 @@ def test_small_and_large_calls_give_the_formulas_bits(layout, dtype, heads):
     # out of 4 MiB or less (16 bf16 heads of 1,024 x 128) goes in blocks of 16 positions,
     # bfloat16 one head at a time; more goes in blocks of half the L2, two heads side by side
     g = torch.Generator().manual_seed(8)
-    x = torch.randn(1, heads, 1024 * 2 // x_size(dtype), 128, generator=g).to(dtype)
+    positions = 1024 if dtype == torch.bfloat16 else 512  # heads x 256 KiB either way
+    x = torch.randn(1, heads, positions, 128, generator=g).to(dtype)
     cos, sin = tables(torch.arange(x.shape[2]) * 3, 128, layout, dtype)
     wide = plain(x.float(), cos.float(), sin.float(), layout).to(dtype)
     got = run_kernel(x, cos, sin, layout)
     assert blocked()
     assert torch.equal(got, wide if dtype == torch.bfloat16 else plain(x, cos, sin, layout))
-
-
-def x_size(dtype):
-    return torch.empty((), dtype=dtype).element_size()
 
 
 _SET_CSR = r"""
@@ -313,7 +315,6 @@ def test_denormals_are_zero_mode_changes_no_bit_of_normal_inputs(tmp_path, layou
     src.write_text(_SET_CSR)
     subprocess.run([*_native._compiler(), "-shared", "-fPIC", "-O1", str(src), "-o", str(lib_path)],
                    check=True, capture_output=True)
-    import ctypes
     csr = ctypes.CDLL(str(lib_path))
     csr.get_csr.restype = ctypes.c_uint
     # 1.5 * 2^-126 paired with 2^-126 (half-split: the halves; interleaved: even and odd

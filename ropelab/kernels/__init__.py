@@ -16,6 +16,7 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 from torch import Tensor
 
+from .._checks import compiling
 from . import cpu, torch_path
 
 try:
@@ -97,7 +98,7 @@ def transformed(*tensors: Tensor) -> bool:
     The C kernel is opaque to both, so the caller runs the plain formula,
     which they see through.
     """
-    if getattr(torch.compiler, "is_compiling", lambda: False)():
+    if compiling():
         return False  # torch.compile traces the torch path (the kernel sees it trace)
     if getattr(_forward_ad, "_current_level", -1) >= 0:
         return True

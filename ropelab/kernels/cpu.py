@@ -59,6 +59,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .._checks import compiling
+
 __all__ = ["rotate", "status"]
 
 _SOURCE = Path(__file__).with_name("cpu.c")
@@ -414,7 +416,7 @@ def _traced() -> bool:
     be invisible to them, so the caller's torch path runs instead."""
     return bool(
         # torch >= 2.3; first, as torch.compile cannot trace the other two
-        getattr(torch.compiler, "is_compiling", lambda: False)()
+        compiling()
         or torch._C._len_torch_dispatch_stack()
         or torch._C._is_torch_function_mode_enabled()
     )

@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .._checks import compiling
+
 __all__ = ["rotate_into"]
 
 # Half a block of x and of its result (each of the two threads takes half) fit in one
@@ -45,7 +47,7 @@ def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -
     x goes through in blocks of rows that stay in cache between those steps.
     """
     h = x.shape[-1] // 2
-    if getattr(torch.compiler, "is_compiling", lambda: False)():
+    if compiling():
         _mul_fma(
             out, x, cos, sin, layout, h
         )  # torch.compile fuses it; views and blocks are
