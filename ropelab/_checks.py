@@ -146,7 +146,11 @@ def overlaps(a: Tensor, b: Tensor) -> bool:
     not overlap. Where the two byte ranges interleave, the exact answer comes
     from marking ``a``'s bytes in a mask over the common range (as many bytes
     as that range holds, on the CPU) and reading it through ``b``'s strides.
+    A zero tensor (``torch._efficientzerotensor``, which autograd makes) has
+    no memory and overlaps nothing.
     """
+    if a._is_zerotensor() or b._is_zerotensor():
+        return False
     if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
         return False  # first, the common case: a decode step checks 3 pairs a token
     if not a.numel() or not b.numel() or a.device != b.device:

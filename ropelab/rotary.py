@@ -172,6 +172,9 @@ def apply_rotary(
     Returns:
         Tensor of ``x``'s shape, dtype and device (``out`` when given).
     """
+    done = kernels.repeat(x, cos, sin, layout, rotary_dim, out)
+    if done is not None:  # a call like one already checked (a decoding loop's)
+        return done
     x = check_x(x)
     layout = check_layout(layout)
     dim = x.shape[-1]
@@ -199,10 +202,13 @@ def apply_rotary(
     elif recording:  # autograd: the fast paths, forward and backward
         rotated = kernels.rotate(head, cos, sin, layout)
     else:
+        given = out is not None
         if out is None:
             out = torch.empty_like(x, memory_format=torch.contiguous_format)
         into = out if head is x else out[..., :rotary_dim]
-        kernels.rotate_into(into, head, cos, sin, layout)
+        path = kernels.rotate_into(into, head, cos, sin, layout)
+        if path == "cpu" and head is x:  # the next such call can skip the checks
+            kernels.cpu.remember(x, cos, sin, out, layout, rotary_dim, given)
         if rotary_dim < dim:
             out[..., rotary_dim:] = x[..., rotary_dim:]
         return out

@@ -605,3 +605,52 @@ def test_outputs_stream_only_where_aligned(monkeypatch, dtype, layout, offset, d
         assert not streamed()
     elif dim == 64 and _native.status()["vector_bytes"]:  # whole vectors: streams
         assert streamed()
+
+
+@needs_kernel
+@pytest.mark.parametrize("given", [True, False])
+def test_a_repeated_call_skips_the_checks_not_what_they_guard(monkeypatch, given):
+    # apply_rotary remembers a call the kernel computed, and takes the next one like it
+    # (types, shapes, strides, dtypes, arguments) straight to the kernel; what those do
+    # not settle must still decide: the data, out's overlap, autograd, views, tracing
+    from ropelab import rotary
+    from torch.autograd import forward_ad
+
+    g = torch.Generator().manual_seed(11)
+    shape, n = (2, 3, 7, 16), 2 * 3 * 7 * 16
+    cos, sin = tables(torch.arange(7), 16, "half_split", torch.float32)
+    buf = torch.randn(2 * n + 1, generator=g)
+    x = buf[n : 2 * n].view(shape)  # out, if given, ends where x begins
+    out = buf[:n].view(shape) if given else None
+    apply_rotary(torch.randn(shape, generator=g), cos, sin, out=out)  # remembered
+    checks = []
+    real = rotary.check_tables
+    monkeypatch.setattr(rotary, "check_tables", lambda *a: checks.append(a) or real(*a))
+    got = apply_rotary(x, cos, sin, out=out)
+    assert not checks, "the repeated call ran the checks"
+    assert (got is out) == given and torch.equal(got, plain(x, cos, sin, "half_split"))
+    # what the signature does not settle takes the full path, checks and all
+    if given:
+        with pytest.raises(ValueError, match="overlap x"):  # one element shared
+            apply_rotary(x, cos, sin, out=buf[n - 1 : 2 * n - 1].view(shape))
+        with pytest.raises(ValueError, match="require grad"):
+            apply_rotary(x.detach().requires_grad_(), cos, sin, out=out)
+    else:
+        leaf = x.detach().requires_grad_()
+        apply_rotary(leaf, cos, sin).sum().backward()
+        assert torch.equal(leaf.grad, apply_rotary(torch.ones(shape), cos, -sin))
+        batched = torch.func.vmap(lambda v: apply_rotary(v, cos, sin))(x[None])
+        assert torch.equal(batched[0], plain(x, cos, sin, "half_split"))
+        with forward_ad.dual_level():
+            dual = forward_ad.make_dual(x, torch.ones(shape))
+            tangent = forward_ad.unpack_dual(apply_rotary(dual, cos, sin)).tangent
+        assert torch.equal(tangent, plain(torch.ones(shape), cos, sin, "half_split"))
+    assert len(checks) == (2 if given else 3)  # each of those took the full path
+    negated = apply_rotary(torch._neg_view(x), cos, sin, out=out)  # a lazy negation bit
+    torch.testing.assert_close(negated, plain(-x, cos, sin, "half_split"), rtol=0, atol=1e-6)
+    zero = torch._efficientzerotensor(7, 16)  # no data to point at
+    torch.testing.assert_close(apply_rotary(x, cos, zero, out=out), x * cos, rtol=0, atol=0)
+    with pytest.raises(TypeError, match="rotary_dim"):  # 16.0 == 16, yet refused
+        apply_rotary(x, cos, sin, rotary_dim=16.0, out=out)
+    traced = trace_traffic(lambda: apply_rotary(x, cos, sin, out=out), x)
+    assert "addcmul_" in traced.ops  # the trace sees the torch path's operations

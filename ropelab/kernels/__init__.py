@@ -27,7 +27,7 @@ except ImportError:  # older torch: no torch.func wrappers to see
         return False
 
 
-__all__ = ["kernel_status", "rotate", "rotate_into", "transformed"]
+__all__ = ["kernel_status", "repeat", "rotate", "rotate_into", "transformed"]
 
 
 def kernel_status() -> dict[str, object]:
@@ -59,8 +59,9 @@ def rotate_into(
     layout: str,
     *,
     native: bool = True,
-) -> None:
-    """out = x·cos + rot(x)·sin without the plain formula's temporaries.
+) -> str:
+    """out = x·cos + rot(x)·sin without the plain formula's temporaries; returns
+    which path computed it: ``"cpu"``, ``"triton"`` or ``"torch"``.
 
     On the CPU this is one pass of the fused C kernel: bit-identical to the
     plain formula in float32 and float64, and in bfloat16 and float16 the
@@ -75,10 +76,28 @@ def rotate_into(
     if native:
         if x.is_cuda:
             if not cpu._traced() and _triton_rotate_into(out, x, cos, sin, layout):
-                return
+                return "triton"
         elif cpu.rotate(out, x, cos, sin, layout):
-            return
+            return "cpu"
     torch_path.rotate_into(out, x, cos, sin, layout)
+    return "torch"
+
+
+def repeat(
+    x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: object,
+    out: Tensor | None,
+) -> Tensor | None:
+    """:func:`~ropelab.apply_rotary`'s result without its checks, for a call like
+    one they passed and the CPU kernel computed; None otherwise (forward-mode AD,
+    torch.func, or anything ``ropelab.kernels.cpu.repeat`` finds different), and
+    the caller takes its full path."""
+    if compiling() or getattr(_forward_ad, "_current_level", -1) >= 0:
+        return None
+    if _is_functorch_wrapped(x) or _is_functorch_wrapped(cos):
+        return None
+    if _is_functorch_wrapped(sin):
+        return None
+    return cpu.repeat(x, cos, sin, layout, rotary_dim, out)
 
 
 def _triton_rotate_into(

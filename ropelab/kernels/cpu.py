@@ -59,9 +59,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import compiling
+from .._checks import _byte_extent, compiling
 
-__all__ = ["rotate", "status"]
+__all__ = ["remember", "repeat", "rotate", "status"]
 
 _SOURCE = Path(__file__).with_name("cpu.c")
 _MAXD = 4  # leading axes the kernel indexes (MAXD in cpu.c)
@@ -309,6 +309,8 @@ def _load() -> dict[str, Any]:
             # (dtypes, shapes, strides, layout) -> (ropelab_run's plan, whether to
             # split the work between threads)
             "plans": {},
+            # apply_rotary calls this kernel took: _signature -> what repeat needs
+            "calls": {},
         }
         try:
             if os.environ.get("ROPELAB_NATIVE", "1").strip().lower() in (
@@ -512,6 +514,106 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
         torch.get_num_threads() if big else 1, _BLOCK_BYTES, _STREAM_FROM,
     )  # fmt: skip
     return _last_path >= 0
+
+
+def _signature(
+    x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int,
+    out: Tensor | None,
+) -> tuple:
+    """What :func:`ropelab.apply_rotary`'s checks and this kernel's plan depend on,
+    besides the data pointers (a call without ``out`` allocates a contiguous one)."""
+    return (
+        type(x), x.shape, x.stride(), x.dtype, type(cos), cos.shape, cos.stride(),
+        cos.dtype, type(sin), sin.shape, sin.stride(), sin.dtype, layout, rotary_dim,
+        None if out is None else (type(out), out.shape, out.stride(), out.dtype),
+    )  # fmt: skip
+
+
+def remember(
+    x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str,
+    rotary_dim: int, given: bool,
+) -> None:
+    """Keep the signature of an :func:`~ropelab.apply_rotary` call that passed its
+    checks and that :func:`rotate` computed whole (``x`` rotated into ``out``, every
+    channel), so that :func:`repeat` can take the next call like it.
+
+    ``given``: whether the caller passed ``out`` (else apply_rotary allocated it).
+    """
+    key = (x.dtype, out.dtype, cos.dtype, sin.dtype, x.shape, x.stride(), out.stride(),
+           cos.shape, cos.stride(), sin.shape, sin.stride(), layout)  # fmt: skip
+    call = _state["plans"].get(key) if _state else None
+    if not call or x.numel() == 0:
+        return
+    calls = _state["calls"]
+    if len(calls) >= 256:
+        calls.clear()
+    extents = tuple(b - a for a, b in map(_byte_extent, (x, cos, sin, out)))
+    calls[_signature(x, cos, sin, layout, rotary_dim, out if given else None)] = (
+        *call, extents,
+    )  # fmt: skip
+
+
+def repeat(
+    x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: object,
+    out: Tensor | None,
+) -> Tensor | None:
+    """:func:`~ropelab.apply_rotary` for a call like one it has checked and sent here
+    (:func:`remember`): the same types, shapes, strides, dtypes and arguments.
+
+    What those do not settle is checked again: that autograd does not record,
+    that torch does not trace, that every tensor is on the CPU with no negative
+    or zero view, and that ``out`` shares no byte with the others (if their byte
+    ranges meet at all, the full checks decide). A decoding loop, which repeats
+    one call every step, spends about half of the full path's Python time here.
+    Returns the result, or None for the full path. The caller has ruled out
+    forward-mode AD and torch.func (``ropelab.kernels.repeat``).
+    """
+    calls = _state.get("calls") if _state else None
+    if not calls or type(x) not in _PLAIN or type(cos) not in _PLAIN:
+        return None
+    if type(sin) not in _PLAIN or (out is not None and type(out) not in _PLAIN):
+        return None
+    if rotary_dim is None:
+        rotary_dim = x.shape[-1]
+    elif type(rotary_dim) is not int:  # 128.0 == 128, but the checks refuse it
+        return None
+    try:
+        call = calls.get(_signature(x, cos, sin, layout, rotary_dim, out))
+    except TypeError:  # symbolic sizes, which cannot be hashed
+        return None
+    if call is None:
+        return None
+    if torch.is_grad_enabled() and (
+        x.requires_grad or cos.requires_grad or sin.requires_grad
+    ):
+        return None
+    if _traced() or not (x.is_cpu and cos.is_cpu and sin.is_cpu):
+        return None
+    if x.is_neg() or cos.is_neg() or sin.is_neg():
+        return None
+    if x._is_zerotensor() or cos._is_zerotensor() or sin._is_zerotensor():
+        return None
+    plan, big, (nx, nc, ns, no) = call
+    px, pc, ps = x.data_ptr(), cos.data_ptr(), sin.data_ptr()
+    if out is None:
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+        po = out.data_ptr()
+    else:
+        if not out.is_cpu or out.is_neg() or out._is_zerotensor():
+            return None
+        po = out.data_ptr()
+        if (
+            (po < px + nx and px < po + no)
+            or (po < pc + nc and pc < po + no)
+            or (po < ps + ns and ps < po + no)
+        ):
+            return None
+    global _last_path
+    _last_path = _state["lib"].ropelab_run(
+        plan, px, po, pc, ps,
+        torch.get_num_threads() if big else 1, _BLOCK_BYTES, _STREAM_FROM,
+    )  # fmt: skip
+    return out if _last_path >= 0 else None
 
 
 def _call_args(
