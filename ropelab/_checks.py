@@ -129,33 +129,34 @@ def check_x(x: object, name: str = "x") -> Tensor:
     return x
 
 
-def _byte_extent(t: Tensor) -> tuple[int, int]:
-    """[first, last + 1) byte of ``t`` in its storage (strides are never negative in
-    torch)."""
-    es = t.element_size()
-    first = t.storage_offset() * es
-    return first, first + (
-        sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1
-    ) * es
+def span(t: Tensor) -> int:
+    """Bytes from ``t``'s first element to just past its last (strides are never
+    negative in torch)."""
+    last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    return (last + 1) * t.element_size()
 
 
 def overlaps(a: Tensor, b: Tensor) -> bool:
     """Whether tensors ``a`` and ``b`` share at least one byte of memory.
 
     Disjoint slices of one buffer (``buf[..., :8]`` and ``buf[..., 8:]``) do
-    not overlap. Where the two byte ranges interleave, the exact answer comes
-    from marking ``a``'s bytes in a mask over the common range (as many bytes
-    as that range holds, on the CPU) and reading it through ``b``'s strides.
-    A zero tensor (``torch._efficientzerotensor``, which autograd makes) has
-    no memory and overlaps nothing.
+    not overlap; two storages over one buffer (two ``torch.from_numpy`` views
+    of one array) can. Where the two tensors' byte ranges interleave, the exact
+    answer comes from marking ``a``'s bytes in a mask over the common range (as
+    many bytes as that range holds, on the CPU) and reading it through ``b``'s
+    strides. A zero tensor (``torch._efficientzerotensor``, which autograd
+    makes) has no memory and overlaps nothing.
     """
     if a._is_zerotensor() or b._is_zerotensor():
         return False
-    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    pa, pb = sa.data_ptr(), sb.data_ptr()
+    if pa + sa.nbytes() <= pb or pb + sb.nbytes() <= pa:
         return False  # first, the common case: a decode step checks 3 pairs a token
     if not a.numel() or not b.numel() or a.device != b.device:
         return False
-    (a0, a1), (b0, b1) = _byte_extent(a), _byte_extent(b)
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    a1, b1 = a0 + span(a), b0 + span(b)
     if a1 <= b0 or b1 <= a0:
         return False
     base = min(a0, b0)

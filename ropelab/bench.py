@@ -480,19 +480,25 @@ def _grid_tensors(
     broadcast against it."""
     b, h, s, d = shape
     g = torch.Generator(device="cpu").manual_seed(0)
-    cos, sin = cos_sin(
-        torch.arange(s, device=device),
-        inv_freq(d).to(device),
-        layout=layout,
-        dtype=dtype,
-    )
+    cos, sin = _grid_tables(shape, order, layout, dtype, device)
     if order == "heads":
         return torch.randn(b, h, s, d, generator=g).to(device, dtype), cos, sin
-    return (
-        torch.randn(b, s, h, d, generator=g).to(device, dtype),
-        cos[:, None],
-        sin[:, None],
-    )
+    return torch.randn(b, s, h, d, generator=g).to(device, dtype), cos, sin
+
+
+def _grid_tables(
+    shape: Sequence[int],
+    order: str,
+    layout: str,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> tuple[Tensor, Tensor]:
+    """cos and sin for :func:`_grid_tensors`' x: ``(seq, dim)``, or ``(seq, 1, dim)``
+    when the positions come before the heads."""
+    s, d = shape[2], shape[3]
+    positions = torch.arange(s, device=device)
+    cos, sin = cos_sin(positions, inv_freq(d).to(device), layout=layout, dtype=dtype)
+    return (cos, sin) if order == "heads" else (cos[:, None], sin[:, None])
 
 
 def run_grid(
@@ -532,15 +538,14 @@ def run_grid(
             progress(f"[{i}/{len(configs)}] {dtype_name} {order} {shape}")
         dtype = DTYPES[dtype_name]
         fns: dict[str, Callable[[], object]] = {}
-        x = out = None
+        # one x and one out for every candidate and for the floor: with tensors of
+        # their own, bfloat16 half-split pairs at 4,096 positions measured 0.97-1.32x
+        # copy_ over eight runs, and the interleaved ones, on the floor's tensors,
+        # 1.02-1.21x; sharing them, 0.87-1.07x and 0.91-1.09x over ten runs
+        x, _, _ = _grid_tensors(shape, order, layouts[0], dtype, device)
+        out = torch.empty_like(x)
         for layout in layouts:
-            x_layout, cos, sin = _grid_tensors(shape, order, layout, dtype, device)
-            if x is None:  # one x and one out for every candidate and for the floor:
-                # with tensors of their own (other pages), bfloat16 half-split pairs at
-                # 4,096 positions measured 0.97-1.32x copy_ over eight runs, and the
-                # interleaved ones, on the floor's tensors, 1.02-1.21x; sharing them,
-                # 0.94-1.07x and 0.91-1.00x over six runs
-                x, out = x_layout, torch.empty_like(x_layout)
+            cos, sin = _grid_tables(shape, order, layout, dtype, device)
             for call in calls:
                 if call == "out":
                     fns[f"{layout}/out"] = lambda x=x, c=cos, s=sin, o=out, l=layout: (

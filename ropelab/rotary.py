@@ -160,7 +160,8 @@ def apply_rotary(
     within a pair, as :func:`cos_sin` builds them). Under autograd the
     backward pass takes the same paths (the rotation by −θ); under
     forward-mode AD or torch.func it is :func:`~ropelab.rotary.rotate`,
-    which they see through.
+    which they see through. A call like one already checked and computed by
+    the CPU kernel goes straight to it (:func:`ropelab.kernels.replay`).
 
     Args:
         x: ``(..., dim)``. cos, sin: ``(..., rotary_dim)``, as above.
@@ -172,7 +173,7 @@ def apply_rotary(
     Returns:
         Tensor of ``x``'s shape, dtype and device (``out`` when given).
     """
-    done = kernels.repeat(x, cos, sin, layout, rotary_dim, out)
+    done = kernels.replay(x, cos, sin, layout, rotary_dim, out)
     if done is not None:  # a call like one already checked (a decoding loop's)
         return done
     x = check_x(x)

@@ -612,14 +612,15 @@ def test_outputs_stream_only_where_aligned(monkeypatch, dtype, layout, offset, d
 def test_a_repeated_call_skips_the_checks_not_what_they_guard(monkeypatch, given):
     # apply_rotary remembers a call the kernel computed, and takes the next one like it
     # (types, shapes, strides, dtypes, arguments) straight to the kernel; what those do
-    # not settle must still decide: the data, out's overlap, autograd, views, tracing
+    # not settle must still decide: the data, out's overlap, autograd, views, tracing,
+    # transforms, devices
     from ropelab import rotary
     from torch.autograd import forward_ad
 
     g = torch.Generator().manual_seed(11)
     shape, n = (2, 3, 7, 16), 2 * 3 * 7 * 16
     cos, sin = tables(torch.arange(7), 16, "half_split", torch.float32)
-    buf = torch.randn(2 * n + 1, generator=g)
+    buf = torch.randn(3 * n, generator=g)
     x = buf[n : 2 * n].view(shape)  # out, if given, ends where x begins
     out = buf[:n].view(shape) if given else None
     apply_rotary(torch.randn(shape, generator=g), cos, sin, out=out)  # remembered
@@ -629,28 +630,78 @@ def test_a_repeated_call_skips_the_checks_not_what_they_guard(monkeypatch, given
     got = apply_rotary(x, cos, sin, out=out)
     assert not checks, "the repeated call ran the checks"
     assert (got is out) == given and torch.equal(got, plain(x, cos, sin, "half_split"))
-    # what the signature does not settle takes the full path, checks and all
-    if given:
-        with pytest.raises(ValueError, match="overlap x"):  # one element shared
-            apply_rotary(x, cos, sin, out=buf[n - 1 : 2 * n - 1].view(shape))
-        with pytest.raises(ValueError, match="require grad"):
-            apply_rotary(x.detach().requires_grad_(), cos, sin, out=out)
-    else:
-        leaf = x.detach().requires_grad_()
-        apply_rotary(leaf, cos, sin).sum().backward()
-        assert torch.equal(leaf.grad, apply_rotary(torch.ones(shape), cos, -sin))
-        batched = torch.func.vmap(lambda v: apply_rotary(v, cos, sin))(x[None])
-        assert torch.equal(batched[0], plain(x, cos, sin, "half_split"))
-        with forward_ad.dual_level():
-            dual = forward_ad.make_dual(x, torch.ones(shape))
-            tangent = forward_ad.unpack_dual(apply_rotary(dual, cos, sin)).tangent
-        assert torch.equal(tangent, plain(torch.ones(shape), cos, sin, "half_split"))
-    assert len(checks) == (2 if given else 3)  # each of those took the full path
-    negated = apply_rotary(torch._neg_view(x), cos, sin, out=out)  # a lazy negation bit
-    torch.testing.assert_close(negated, plain(-x, cos, sin, "half_split"), rtol=0, atol=1e-6)
+    within = dict(rtol=0, atol=1e-6)  # the torch path, where the kernel steps aside
+
+    def full(*args, **kwargs):  # a call that must take the full path
+        before = len(checks)
+        result = apply_rotary(*args, **kwargs)
+        assert len(checks) == before + 1, "the call skipped the checks"
+        return result
+
+    for bad in ("cos", "sin"):  # a table on another device, with another sign bit
+        tabs = {"cos": cos, "sin": sin}
+        with pytest.raises(ValueError, match=f"{bad} is on meta"):
+            full(x, **{**tabs, bad: tabs[bad].to("meta")}, out=out)
+        negated = full(x, **{**tabs, bad: torch._neg_view(tabs[bad])}, out=out)
+        flipped = {**tabs, bad: -tabs[bad]}
+        torch.testing.assert_close(
+            negated, plain(x, flipped["cos"], flipped["sin"], "half_split"), **within)
+    negated = full(torch._neg_view(x), cos, sin, out=out)
+    torch.testing.assert_close(negated, plain(-x, cos, sin, "half_split"), **within)
     zero = torch._efficientzerotensor(7, 16)  # no data to point at
-    torch.testing.assert_close(apply_rotary(x, cos, zero, out=out), x * cos, rtol=0, atol=0)
+    torch.testing.assert_close(full(x, cos, zero, out=out), x * cos, rtol=0, atol=0)
     with pytest.raises(TypeError, match="rotary_dim"):  # 16.0 == 16, yet refused
-        apply_rotary(x, cos, sin, rotary_dim=16.0, out=out)
+        full(x, cos, sin, rotary_dim=16.0, out=out)
     traced = trace_traffic(lambda: apply_rotary(x, cos, sin, out=out), x)
     assert "addcmul_" in traced.ops  # the trace sees the torch path's operations
+    if given:
+        for start in (1, 2 * n - 1):  # exactly one element shared: x's first, its last
+            with pytest.raises(ValueError, match="overlap x"):
+                full(x, cos, sin, out=buf[start : start + n].view(shape))
+        with pytest.raises(ValueError, match="overlap cos or sin"):  # out's last one
+            full(x, buf[n - 1 : n + 111].view(7, 16), sin, out=out)
+        with pytest.raises(ValueError, match="require grad"):
+            full(x.detach().requires_grad_(), cos, sin, out=out)
+        flipped = torch._neg_view(out)  # writing through a sign bit
+        full(x, cos, sin, out=flipped)
+        torch.testing.assert_close(flipped, plain(x, cos, sin, "half_split"), **within)
+        with pytest.raises(RuntimeError, match="immutable"):  # a zero tensor as out
+            full(x, cos, sin, out=torch._efficientzerotensor(shape))
+        return
+    for i, t in enumerate((x, cos, sin)):  # autograd records, whichever needs a gradient
+        leaf = t.detach().requires_grad_()
+        args = [x, cos, sin]
+        args[i] = leaf
+        full(*args).sum().backward()
+        assert leaf.grad is not None and leaf.grad.abs().sum() > 0
+    for i in range(3):  # torch.func maps over any one of them
+        args = [x, cos, sin]
+        batched = torch.func.vmap(
+            lambda v: full(*args[:i], v, *args[i + 1 :]))(args[i][None])
+        assert torch.equal(batched[0], plain(x, cos, sin, "half_split"))
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(x, torch.ones(shape))
+        tangent = forward_ad.unpack_dual(full(dual, cos, sin)).tangent
+    assert torch.equal(tangent, plain(torch.ones(shape), cos, sin, "half_split"))
+
+
+@needs_kernel
+@pytest.mark.parametrize("repeat", [False, True])
+def test_writes_into_out_count_as_in_place_and_traces_see_the_formula(repeat):
+    # a kernel write into out bumps its version counter, as torch's in-place operations
+    # do, so that autograd refuses a backward pass that needs what out held; and
+    # torch.jit.trace records the torch path, not a foreign call it cannot see
+    x = torch.randn(2, 3, 7, 16)
+    cos, sin = tables(torch.arange(7), 16, "half_split", torch.float32)
+    _native._state["calls"].clear()  # nothing remembered: the full path
+    if repeat:  # the call is remembered first
+        apply_rotary(x, cos, sin, out=torch.empty_like(x))
+    a = torch.randn(2, 3, 7, 16, requires_grad=True)
+    b = a.exp()  # exp saves its output for the backward pass
+    with torch.no_grad():
+        apply_rotary(x, cos, sin, out=b)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        b.sum().backward()
+    graph = torch.jit.trace(lambda v: apply_rotary(v, cos, sin), x, check_trace=False)
+    y = torch.randn(2, 3, 7, 16)
+    torch.testing.assert_close(graph(y), plain(y, cos, sin, "half_split"), rtol=0, atol=1e-6)

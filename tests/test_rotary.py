@@ -424,28 +424,33 @@ views = st.tuples(st.lists(st.integers(1, 4), min_size=1, max_size=3),
                   st.lists(st.integers(0, 9), min_size=3, max_size=3), st.integers(0, 30))
 
 
-@given(a=views, b=views, b_dtype=st.sampled_from([torch.float32, torch.float16, torch.float64]))
-def test_overlap_is_exactly_a_shared_byte(a, b, b_dtype):
+@given(a=views, b=views, b_dtype=st.sampled_from([torch.float32, torch.float16, torch.float64]),
+       shift=st.sampled_from([None, 0, 1, 8, 40]))
+def test_overlap_is_exactly_a_shared_byte(a, b, b_dtype, shift):
     # out= is refused exactly when it shares a byte with x: compared with the sets of bytes
-    # that the two strided views of one buffer cover, listed element by element
+    # that the two strided views of one buffer cover, listed element by element; the
+    # second view may come through a storage of its own that starts `shift` bytes into
+    # the buffer (torch.from_numpy of a slice of the array)
     buf = torch.zeros(1024, dtype=torch.uint8)  # room for every view below
+    other = buf if shift is None else torch.from_numpy(buf.numpy()[shift : shift + 960])
 
-    def view(spec, dtype):
+    def view(spec, dtype, buf=buf):
         sizes, strides, offset = spec
         es = torch.empty((), dtype=dtype).element_size()
         t = buf.view(dtype)
         strides = strides[: len(sizes)]
         return t.as_strided(sizes, strides, offset), es
 
-    (ta, ea), (tb, eb) = view(a, torch.float32), view(b, b_dtype)
+    (ta, ea), (tb, eb) = view(a, torch.float32), view(b, b_dtype, other)
 
-    def bytes_of(t, es):
+    def bytes_of(t, es, start=0):
         idx = torch.zeros(t.shape, dtype=torch.long)
         for d, (n, stride) in enumerate(zip(t.shape, t.stride())):
             idx = idx + (torch.arange(n) * stride).reshape([-1 if i == d else 1 for i in range(t.ndim)])
-        return {(t.storage_offset() + int(i)) * es + k for i in idx.flatten() for k in range(es)}
+        return {start + (t.storage_offset() + int(i)) * es + k for i in idx.flatten() for k in range(es)}
 
-    assert overlaps(ta, tb) == bool(bytes_of(ta, ea) & bytes_of(tb, eb))
+    shared = bytes_of(ta, ea) & bytes_of(tb, eb, shift or 0)
+    assert overlaps(ta, tb) == bool(shared)
     assert not overlaps(ta, torch.zeros(3))  # another buffer
 
 

@@ -8,6 +8,8 @@ the Triton kernel on a CUDA GPU when Triton is installed
 When autograd records, the backward pass goes through the same dispatch: the
 transpose of a rotation by θ is the rotation by −θ.
 :func:`kernel_status` says whether the CPU kernel is in use here.
+:func:`replay` takes an :func:`~ropelab.apply_rotary` call like one already checked
+straight to the CPU kernel (a decoding loop makes one at every step).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ except ImportError:  # older torch: no torch.func wrappers to see
         return False
 
 
-__all__ = ["kernel_status", "repeat", "rotate", "rotate_into", "transformed"]
+__all__ = ["kernel_status", "replay", "rotate", "rotate_into", "transformed"]
 
 
 def kernel_status() -> dict[str, object]:
@@ -83,21 +85,20 @@ def rotate_into(
     return "torch"
 
 
-def repeat(
+def replay(
     x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: object,
     out: Tensor | None,
 ) -> Tensor | None:
     """:func:`~ropelab.apply_rotary`'s result without its checks, for a call like
     one they passed and the CPU kernel computed; None otherwise (forward-mode AD,
-    torch.func, or anything ``ropelab.kernels.cpu.repeat`` finds different), and
+    torch.func, or anything ``ropelab.kernels.cpu.replay`` finds different), and
     the caller takes its full path."""
     if compiling() or getattr(_forward_ad, "_current_level", -1) >= 0:
         return None
-    if _is_functorch_wrapped(x) or _is_functorch_wrapped(cos):
-        return None
-    if _is_functorch_wrapped(sin):
-        return None
-    return cpu.repeat(x, cos, sin, layout, rotary_dim, out)
+    for t in (x, cos, sin) if out is None else (x, cos, sin, out):
+        if not isinstance(t, Tensor) or _is_functorch_wrapped(t):
+            return None  # not a tensor: the checks say so
+    return cpu.replay(x, cos, sin, layout, rotary_dim, out)
 
 
 def _triton_rotate_into(

@@ -35,9 +35,10 @@ Rows are split between ``torch.get_num_threads()`` threads with OpenMP when
 the compiler supports it (``-fopenmp``). Where torch ships GNU OpenMP (its
 Linux wheels do), the library, linked against ``libgomp.so.1``, shares the
 runtime torch has already loaded, and so its thread pool.
-Without OpenMP the kernel runs on one thread. The loaded library, and the
-kernel's shape arguments for the shapes it has seen, are this module's only
-state.
+Without OpenMP the kernel runs on one thread. The loaded library, the
+kernel's shape arguments for the shapes it has seen, and the signatures of the
+:func:`~ropelab.apply_rotary` calls it has taken (:func:`remember`,
+:func:`replay`) are this module's only state.
 """
 
 from __future__ import annotations
@@ -59,9 +60,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import _byte_extent, compiling
+from .._checks import compiling, span
 
-__all__ = ["remember", "repeat", "rotate", "status"]
+__all__ = ["remember", "replay", "rotate", "status"]
 
 _SOURCE = Path(__file__).with_name("cpu.c")
 _MAXD = 4  # leading axes the kernel indexes (MAXD in cpu.c)
@@ -309,7 +310,7 @@ def _load() -> dict[str, Any]:
             # (dtypes, shapes, strides, layout) -> (ropelab_run's plan, whether to
             # split the work between threads)
             "plans": {},
-            # apply_rotary calls this kernel took: _signature -> what repeat needs
+            # apply_rotary calls this kernel took: _signature -> what replay needs
             "calls": {},
         }
         try:
@@ -399,7 +400,7 @@ def status() -> dict[str, Any]:
     corrupt library was deleted and rebuilt).
     Building happens here if it has not yet.
     """
-    state = {k: v for k, v in _load().items() if k not in ("lib", "plans")}
+    state = {k: v for k, v in _load().items() if k not in ("lib", "plans", "calls")}
     state["dtypes"] = [
         str(dt).removeprefix("torch.") for dt in _DTYPES if dt in state["dtypes"]
     ]
@@ -414,14 +415,23 @@ _PLAIN = (
 
 def _traced() -> bool:
     """Whether torch is recording operations: a dispatch or function mode
-    (``trace_traffic``, FakeTensor, export) or ``torch.compile``. A foreign call would
-    be invisible to them, so the caller's torch path runs instead."""
+    (``trace_traffic``, FakeTensor, export), ``torch.compile`` or
+    ``torch.jit.trace``. A foreign call would be invisible to them, so the caller's
+    torch path runs instead."""
     return bool(
-        # torch >= 2.3; first, as torch.compile cannot trace the other two
+        # torch >= 2.3; first, as torch.compile cannot trace the others
         compiling()
         or torch._C._len_torch_dispatch_stack()
         or torch._C._is_torch_function_mode_enabled()
+        or torch._C._get_tracing_state()
     )
+
+
+def _bump(out: Tensor) -> None:
+    """Count a write into ``out``, as torch's in-place operations do, so that
+    autograd refuses a backward pass that needs what ``out`` held before."""
+    if not out.is_inference():  # inference tensors keep no version counter
+        torch.autograd.graph.increment_version(out)
 
 
 def _coalesce(
@@ -494,8 +504,7 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
     if not state["available"]:
         _warn_fallback(state)
         return False
-    key = (x.dtype, out.dtype, cos.dtype, sin.dtype, x.shape, x.stride(), out.stride(),
-           cos.shape, cos.stride(), sin.shape, sin.stride(), layout)  # fmt: skip
+    key = _plan_key(x, out, cos, sin, layout)
     plans = state["plans"]
     call = plans.get(key, False)
     if call is False:
@@ -509,11 +518,19 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
         return True
     plan, big = call
     global _last_path
-    _last_path = state["lib"].ropelab_run(
+    _last_path = done = state["lib"].ropelab_run(
         plan, x.data_ptr(), out.data_ptr(), cos.data_ptr(), sin.data_ptr(),
         torch.get_num_threads() if big else 1, _BLOCK_BYTES, _STREAM_FROM,
     )  # fmt: skip
-    return _last_path >= 0
+    if done >= 0:
+        _bump(out)
+    return done >= 0
+
+
+def _plan_key(x: Tensor, out: Tensor, cos: Tensor, sin: Tensor, layout: str) -> tuple:
+    """What ``ropelab_run``'s plan depends on: dtypes, shapes, strides, layout."""
+    return (x.dtype, out.dtype, cos.dtype, sin.dtype, x.shape, x.stride(), out.stride(),
+            cos.shape, cos.stride(), sin.shape, sin.stride(), layout)  # fmt: skip
 
 
 def _signature(
@@ -535,38 +552,38 @@ def remember(
 ) -> None:
     """Keep the signature of an :func:`~ropelab.apply_rotary` call that passed its
     checks and that :func:`rotate` computed whole (``x`` rotated into ``out``, every
-    channel), so that :func:`repeat` can take the next call like it.
+    channel, tables in ``x``'s dtype), so that :func:`replay` can take the next call
+    like it.
 
     ``given``: whether the caller passed ``out`` (else apply_rotary allocated it).
     """
-    key = (x.dtype, out.dtype, cos.dtype, sin.dtype, x.shape, x.stride(), out.stride(),
-           cos.shape, cos.stride(), sin.shape, sin.stride(), layout)  # fmt: skip
-    call = _state["plans"].get(key) if _state else None
+    call = _state["plans"].get(_plan_key(x, out, cos, sin, layout)) if _state else None
     if not call or x.numel() == 0:
         return
     calls = _state["calls"]
     if len(calls) >= 256:
         calls.clear()
-    extents = tuple(b - a for a, b in map(_byte_extent, (x, cos, sin, out)))
-    calls[_signature(x, cos, sin, layout, rotary_dim, out if given else None)] = (
-        *call, extents,
-    )  # fmt: skip
+    spans = (span(x), span(cos), span(sin), span(out))
+    signature = _signature(x, cos, sin, layout, rotary_dim, out if given else None)
+    calls[signature] = (*call, spans)
 
 
-def repeat(
+def replay(
     x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: object,
     out: Tensor | None,
 ) -> Tensor | None:
     """:func:`~ropelab.apply_rotary` for a call like one it has checked and sent here
-    (:func:`remember`): the same types, shapes, strides, dtypes and arguments.
+    (:func:`remember`): the same types, shapes, strides, dtypes, layout,
+    ``rotary_dim``, and ``out`` (given or not, and its shape and strides).
 
     What those do not settle is checked again: that autograd does not record,
     that torch does not trace, that every tensor is on the CPU with no negative
-    or zero view, and that ``out`` shares no byte with the others (if their byte
-    ranges meet at all, the full checks decide). A decoding loop, which repeats
-    one call every step, spends about half of the full path's Python time here.
-    Returns the result, or None for the full path. The caller has ruled out
-    forward-mode AD and torch.func (``ropelab.kernels.repeat``).
+    or zero view, and that ``out`` shares no
+    byte with the others (if their byte ranges meet at all, the full checks
+    decide). A decoding loop, which makes one call again at every step, spends
+    about half of the full path's Python time here. Returns the result, or None
+    for the full path. The caller has ruled out forward-mode AD and torch.func
+    (``ropelab.kernels.replay``).
     """
     calls = _state.get("calls") if _state else None
     if not calls or type(x) not in _PLAIN or type(cos) not in _PLAIN:
@@ -609,11 +626,14 @@ def repeat(
         ):
             return None
     global _last_path
-    _last_path = _state["lib"].ropelab_run(
+    _last_path = done = _state["lib"].ropelab_run(
         plan, px, po, pc, ps,
         torch.get_num_threads() if big else 1, _BLOCK_BYTES, _STREAM_FROM,
     )  # fmt: skip
-    return out if _last_path >= 0 else None
+    if done < 0:
+        return None
+    _bump(out)
+    return out
 
 
 def _call_args(
