@@ -132,6 +132,8 @@ def check_x(x: object, name: str = "x") -> Tensor:
 def span(t: Tensor) -> int:
     """Bytes from ``t``'s first element to just past its last (strides are never
     negative in torch)."""
+    if t.is_contiguous():  # the common case, without a Python loop over the axes
+        return t.numel() * t.element_size()
     last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
     return (last + 1) * t.element_size()
 
