@@ -161,7 +161,8 @@ def apply_rotary(
     backward pass takes the same paths (the rotation by −θ); under
     forward-mode AD or torch.func it is :func:`~ropelab.rotary.rotate`,
     which they see through. A call like one already checked and computed by
-    the CPU kernel goes straight to it (:func:`ropelab.kernels.replay`).
+    the CPU kernel (the same types, shapes, strides, dtypes and arguments)
+    goes straight to it, after the checks a shape cannot settle.
 
     Args:
         x: ``(..., dim)``. cos, sin: ``(..., rotary_dim)``, as above.
@@ -173,7 +174,7 @@ def apply_rotary(
     Returns:
         Tensor of ``x``'s shape, dtype and device (``out`` when given).
     """
-    done = kernels.replay(x, cos, sin, layout, rotary_dim, out)
+    done = kernels._replay(x, cos, sin, layout, rotary_dim, out)
     if done is not None:  # a call like one already checked (a decoding loop's)
         return done
     x = check_x(x)
@@ -189,13 +190,13 @@ def apply_rotary(
     check_tables(x, cos, sin, rotary_dim)
     if out is not None:
         out = check_out(out, x, cos, sin)
-    recording = torch.is_grad_enabled() and (
-        x.requires_grad or cos.requires_grad or sin.requires_grad
-    )
-    if recording and out is not None:
-        raise ValueError("out= cannot be used when x, cos or sin require grad "
+    grad = torch.is_grad_enabled()
+    recording = grad and (x.requires_grad or cos.requires_grad or sin.requires_grad)
+    if out is not None and (recording or (grad and out.requires_grad)):
+        raise ValueError("out= cannot be used when x, cos, sin or out require grad "
                          "(autograd does not track out=)")
-    if cos.dtype != x.dtype or sin.dtype != x.dtype:
+    cast = cos.dtype != x.dtype or sin.dtype != x.dtype
+    if cast:
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     head = x if rotary_dim == dim else x[..., :rotary_dim]
     if kernels.transformed(x, cos, sin):  # forward AD, torch.func: the formula
@@ -208,8 +209,8 @@ def apply_rotary(
             out = torch.empty_like(x, memory_format=torch.contiguous_format)
         into = out if head is x else out[..., :rotary_dim]
         path = kernels.rotate_into(into, head, cos, sin, layout)
-        if path == "cpu" and head is x:  # the next such call can skip the checks
-            kernels.cpu.remember(x, cos, sin, out, layout, rotary_dim, given)
+        if path == "cpu" and head is x and not cast:  # the next such call can skip
+            kernels.cpu._remember(x, cos, sin, out, layout, rotary_dim, given)
         if rotary_dim < dim:
             out[..., rotary_dim:] = x[..., rotary_dim:]
         return out

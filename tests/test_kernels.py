@@ -654,6 +654,12 @@ def test_a_repeated_call_skips_the_checks_not_what_they_guard(monkeypatch, given
         full(x, cos, sin, rotary_dim=16.0, out=out)
     traced = trace_traffic(lambda: apply_rotary(x, cos, sin, out=out), x)
     assert "addcmul_" in traced.ops  # the trace sees the torch path's operations
+    with pytest.raises(ValueError, match=r"shape \(\.\.\., seq, dim\)"):
+        apply_rotary(torch.tensor(1.0), cos, sin)  # the checks' error, not an IndexError
+    remembered = len(_native._state["calls"])
+    full(x.bfloat16(), cos, sin)  # tables cast to x's dtype: nothing to replay
+    full(x.bfloat16(), cos, sin)
+    assert len(_native._state["calls"]) == remembered
     if given:
         for start in (1, 2 * n - 1):  # exactly one element shared: x's first, its last
             with pytest.raises(ValueError, match="overlap x"):
@@ -662,6 +668,9 @@ def test_a_repeated_call_skips_the_checks_not_what_they_guard(monkeypatch, given
             full(x, buf[n - 1 : n + 111].view(7, 16), sin, out=out)
         with pytest.raises(ValueError, match="require grad"):
             full(x.detach().requires_grad_(), cos, sin, out=out)
+        w = torch.randn(shape, requires_grad=True)
+        with pytest.raises(ValueError, match="require grad"):  # autograd cannot see out=
+            full(x, cos, sin, out=w * 2)
         flipped = torch._neg_view(out)  # writing through a sign bit
         full(x, cos, sin, out=flipped)
         torch.testing.assert_close(flipped, plain(x, cos, sin, "half_split"), **within)

@@ -501,7 +501,7 @@ def test_apply_rotary_is_differentiable_in_x_and_in_the_tables(layout, rotary_di
     # and d(Σ w·out)/dx is w rotated back by −θ (the transpose of a rotation)
     back = pair_rotation(w[..., :rd], a.detach().cos(), -a.detach().sin(), layout)
     torch.testing.assert_close(x.grad[..., :rd], back, rtol=0, atol=1e-12)
-    with pytest.raises(ValueError, match="out= cannot be used when x, cos or sin require grad"):
+    with pytest.raises(ValueError, match="out= cannot be used when x, cos, sin or out require grad"):
         apply_rotary(x, a.cos(), a.sin(), layout=layout, rotary_dim=rotary_dim,
                      out=torch.empty(5, 8, dtype=F64))
 

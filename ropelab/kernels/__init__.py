@@ -8,7 +8,7 @@ the Triton kernel on a CUDA GPU when Triton is installed
 When autograd records, the backward pass goes through the same dispatch: the
 transpose of a rotation by θ is the rotation by −θ.
 :func:`kernel_status` says whether the CPU kernel is in use here.
-:func:`replay` takes an :func:`~ropelab.apply_rotary` call like one already checked
+``_replay`` takes an :func:`~ropelab.apply_rotary` call like one already checked
 straight to the CPU kernel (a decoding loop makes one at every step).
 """
 
@@ -29,7 +29,7 @@ except ImportError:  # older torch: no torch.func wrappers to see
         return False
 
 
-__all__ = ["kernel_status", "replay", "rotate", "rotate_into", "transformed"]
+__all__ = ["kernel_status", "rotate", "rotate_into", "transformed"]
 
 
 def kernel_status() -> dict[str, object]:
@@ -85,20 +85,20 @@ def rotate_into(
     return "torch"
 
 
-def replay(
+def _replay(
     x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: object,
     out: Tensor | None,
 ) -> Tensor | None:
     """:func:`~ropelab.apply_rotary`'s result without its checks, for a call like
     one they passed and the CPU kernel computed; None otherwise (forward-mode AD,
-    torch.func, or anything ``ropelab.kernels.cpu.replay`` finds different), and
+    torch.func, or anything ``ropelab.kernels.cpu._replay`` finds different), and
     the caller takes its full path."""
     if compiling() or getattr(_forward_ad, "_current_level", -1) >= 0:
         return None
     for t in (x, cos, sin) if out is None else (x, cos, sin, out):
         if not isinstance(t, Tensor) or _is_functorch_wrapped(t):
             return None  # not a tensor: the checks say so
-    return cpu.replay(x, cos, sin, layout, rotary_dim, out)
+    return cpu._replay(x, cos, sin, layout, rotary_dim, out)
 
 
 def _triton_rotate_into(

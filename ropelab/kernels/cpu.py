@@ -37,8 +37,8 @@ Linux wheels do), the library, linked against ``libgomp.so.1``, shares the
 runtime torch has already loaded, and so its thread pool.
 Without OpenMP the kernel runs on one thread. The loaded library, the
 kernel's shape arguments for the shapes it has seen, and the signatures of the
-:func:`~ropelab.apply_rotary` calls it has taken (:func:`remember`,
-:func:`replay`) are this module's only state.
+:func:`~ropelab.apply_rotary` calls it has taken (:func:`_remember`,
+:func:`_replay`) are this module's only state.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from torch import Tensor
 
 from .._checks import compiling, span
 
-__all__ = ["remember", "replay", "rotate", "status"]
+__all__ = ["rotate", "status"]
 
 _SOURCE = Path(__file__).with_name("cpu.c")
 _MAXD = 4  # leading axes the kernel indexes (MAXD in cpu.c)
@@ -546,13 +546,13 @@ def _signature(
     )  # fmt: skip
 
 
-def remember(
+def _remember(
     x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str,
     rotary_dim: int, given: bool,
 ) -> None:
     """Keep the signature of an :func:`~ropelab.apply_rotary` call that passed its
     checks and that :func:`rotate` computed whole (``x`` rotated into ``out``, every
-    channel, tables in ``x``'s dtype), so that :func:`replay` can take the next call
+    channel, tables in ``x``'s dtype), so that :func:`_replay` can take the next call
     like it.
 
     ``given``: whether the caller passed ``out`` (else apply_rotary allocated it).
@@ -561,19 +561,20 @@ def remember(
     if not call or x.numel() == 0:
         return
     calls = _state["calls"]
+    signature = _signature(x, cos, sin, layout, rotary_dim, out if given else None)
+    if signature in calls:  # replay declined it: out's bytes meet the inputs'
+        return
     if len(calls) >= 256:
         calls.clear()
-    spans = (span(x), span(cos), span(sin), span(out))
-    signature = _signature(x, cos, sin, layout, rotary_dim, out if given else None)
-    calls[signature] = (*call, spans)
+    calls[signature] = (*call, (span(x), span(cos), span(sin), span(out)))
 
 
-def replay(
+def _replay(
     x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: object,
     out: Tensor | None,
 ) -> Tensor | None:
     """:func:`~ropelab.apply_rotary` for a call like one it has checked and sent here
-    (:func:`remember`): the same types, shapes, strides, dtypes, layout,
+    (:func:`_remember`): the same types, shapes, strides, dtypes, layout,
     ``rotary_dim``, and ``out`` (given or not, and its shape and strides).
 
     What those do not settle is checked again: that autograd does not record,
@@ -583,10 +584,10 @@ def replay(
     decide). A decoding loop, which makes one call again at every step, spends
     about half of the full path's Python time here. Returns the result, or None
     for the full path. The caller has ruled out forward-mode AD and torch.func
-    (``ropelab.kernels.replay``).
+    (``ropelab.kernels._replay``).
     """
     calls = _state.get("calls") if _state else None
-    if not calls or type(x) not in _PLAIN or type(cos) not in _PLAIN:
+    if not calls or type(x) not in _PLAIN or type(cos) not in _PLAIN or x.ndim < 2:
         return None
     if type(sin) not in _PLAIN or (out is not None and type(out) not in _PLAIN):
         return None
@@ -602,6 +603,7 @@ def replay(
         return None
     if torch.is_grad_enabled() and (
         x.requires_grad or cos.requires_grad or sin.requires_grad
+        or (out is not None and out.requires_grad)
     ):
         return None
     if _traced() or not (x.is_cpu and cos.is_cpu and sin.is_cpu):
