@@ -430,8 +430,7 @@ def _traced() -> bool:
 def _bump(out: Tensor) -> None:
     """Count a write into ``out``, as torch's in-place operations do, so that
     autograd refuses a backward pass that needs what ``out`` held before."""
-    if not out.is_inference():  # inference tensors keep no version counter
-        torch.autograd.graph.increment_version(out)
+    torch.autograd.graph.increment_version(out)  # (a no-op on inference tensors)
 
 
 def _coalesce(
@@ -614,6 +613,7 @@ def _replay(
         return None
     plan, big, (nx, nc, ns, no) = call
     px, pc, ps = x.data_ptr(), cos.data_ptr(), sin.data_ptr()
+    given = out is not None
     if out is None:
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
         po = out.data_ptr()
@@ -634,7 +634,8 @@ def _replay(
     )  # fmt: skip
     if done < 0:
         return None
-    _bump(out)
+    if given:  # a fresh out has nothing for autograd to protect
+        _bump(out)
     return out
 
 
