@@ -138,6 +138,11 @@ def span(t: Tensor) -> int:
     return (last + 1) * t.element_size()
 
 
+def apart(a: int, na: int, b: int, nb: int) -> bool:
+    """Whether the byte ranges ``[a, a + na)`` and ``[b, b + nb)`` are disjoint."""
+    return a + na <= b or b + nb <= a
+
+
 def overlaps(a: Tensor, b: Tensor) -> bool:
     """Whether tensors ``a`` and ``b`` share at least one byte of memory.
 
@@ -152,14 +157,13 @@ def overlaps(a: Tensor, b: Tensor) -> bool:
     if a._is_zerotensor() or b._is_zerotensor():
         return False
     sa, sb = a.untyped_storage(), b.untyped_storage()
-    pa, pb = sa.data_ptr(), sb.data_ptr()
-    if pa + sa.nbytes() <= pb or pb + sb.nbytes() <= pa:
+    if apart(sa.data_ptr(), sa.nbytes(), sb.data_ptr(), sb.nbytes()):
         return False  # first, the common case: a decode step checks 3 pairs a token
     if not a.numel() or not b.numel() or a.device != b.device:
         return False
     a0, b0 = a.data_ptr(), b.data_ptr()
     a1, b1 = a0 + span(a), b0 + span(b)
-    if a1 <= b0 or b1 <= a0:
+    if apart(a0, a1 - a0, b0, b1 - b0):
         return False
     base = min(a0, b0)
     mask = torch.zeros(max(a1, b1) - base, dtype=torch.bool)

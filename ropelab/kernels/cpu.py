@@ -60,7 +60,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import compiling, span
+from .._checks import apart, compiling, span
 
 __all__ = ["rotate", "status"]
 
@@ -427,6 +427,23 @@ def _traced() -> bool:
     )
 
 
+def _usable(t: Tensor) -> bool:
+    """Whether the kernel can read or write ``t`` through its data pointer: on the
+    CPU, without torch's lazy negation bit, not a zero tensor (which has no data)."""
+    return t.is_cpu and not t.is_neg() and not t._is_zerotensor()
+
+
+def _run(plan: Any, big: bool, x: int, out: int, cos: int, sin: int) -> bool:
+    """One call of ``ropelab_run`` on these data pointers, with this call's threads and
+    the module's block and streaming settings; whether it ran."""
+    global _last_path
+    _last_path = done = _state["lib"].ropelab_run(
+        plan, x, out, cos, sin,
+        torch.get_num_threads() if big else 1, _BLOCK_BYTES, _STREAM_FROM,
+    )  # fmt: skip
+    return done >= 0
+
+
 def _bump(out: Tensor) -> None:
     """Count a write into ``out``, as torch's in-place operations do, so that
     autograd refuses a backward pass that needs what ``out`` held before."""
@@ -496,8 +513,8 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
     """
     if _traced():  # first: torch.compile cannot trace the checks below
         return False
-    for t in (out, x, cos, sin):  # a zero tensor has no data to point at
-        if type(t) not in _PLAIN or not t.is_cpu or t.is_neg() or t._is_zerotensor():
+    for t in (out, x, cos, sin):
+        if type(t) not in _PLAIN or not _usable(t):
             return False
     state = _state or _load()
     if not state["available"]:
@@ -516,14 +533,11 @@ def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> boo
     if not call:  # nothing to rotate
         return True
     plan, big = call
-    global _last_path
-    _last_path = done = state["lib"].ropelab_run(
-        plan, x.data_ptr(), out.data_ptr(), cos.data_ptr(), sin.data_ptr(),
-        torch.get_num_threads() if big else 1, _BLOCK_BYTES, _STREAM_FROM,
-    )  # fmt: skip
-    if done >= 0:
-        _bump(out)
-    return done >= 0
+    pointers = (x.data_ptr(), out.data_ptr(), cos.data_ptr(), sin.data_ptr())
+    if not _run(plan, big, *pointers):
+        return False
+    _bump(out)
+    return True
 
 
 def _plan_key(x: Tensor, out: Tensor, cos: Tensor, sin: Tensor, layout: str) -> tuple:
@@ -586,9 +600,7 @@ def _replay(
     (``ropelab.kernels._replay``).
     """
     calls = _state.get("calls") if _state else None
-    if not calls or type(x) not in _PLAIN or type(cos) not in _PLAIN or x.ndim < 2:
-        return None
-    if type(sin) not in _PLAIN or (out is not None and type(out) not in _PLAIN):
+    if not calls or x.ndim < 2:  # (types are in the signature, all of them plain)
         return None
     if rotary_dim is None:
         rotary_dim = x.shape[-1]
@@ -605,34 +617,23 @@ def _replay(
         or (out is not None and out.requires_grad)
     ):
         return None
-    if _traced() or not (x.is_cpu and cos.is_cpu and sin.is_cpu):
-        return None
-    if x.is_neg() or cos.is_neg() or sin.is_neg():
-        return None
-    if x._is_zerotensor() or cos._is_zerotensor() or sin._is_zerotensor():
+    if _traced() or not (_usable(x) and _usable(cos) and _usable(sin)):
         return None
     plan, big, (nx, nc, ns, no) = call
     px, pc, ps = x.data_ptr(), cos.data_ptr(), sin.data_ptr()
     given = out is not None
-    if out is None:
+    if given:
+        if not _usable(out):
+            return None
+        po = out.data_ptr()
+        if not (
+            apart(po, no, px, nx) and apart(po, no, pc, nc) and apart(po, no, ps, ns)
+        ):
+            return None  # the byte ranges meet: the full checks decide
+    else:
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
         po = out.data_ptr()
-    else:
-        if not out.is_cpu or out.is_neg() or out._is_zerotensor():
-            return None
-        po = out.data_ptr()
-        if (
-            (po < px + nx and px < po + no)
-            or (po < pc + nc and pc < po + no)
-            or (po < ps + ns and ps < po + no)
-        ):
-            return None
-    global _last_path
-    _last_path = done = _state["lib"].ropelab_run(
-        plan, px, po, pc, ps,
-        torch.get_num_threads() if big else 1, _BLOCK_BYTES, _STREAM_FROM,
-    )  # fmt: skip
-    if done < 0:
+    if not _run(plan, big, px, po, pc, ps):
         return None
     if given:  # a fresh out has nothing for autograd to protect
         _bump(out)
