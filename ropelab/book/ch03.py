@@ -55,7 +55,7 @@ def hf_rope(x: Tensor, positions: Sequence[int] | Tensor, base: float = 10000.0,
                          rope_parameters={"rope_type": "default", "rope_theta": base})
     cos, sin = llama.LlamaRotaryEmbedding(config)(x, pos[None])
     out, _ = llama.apply_rotary_pos_emb(x, x, cos[0], sin[0], unsqueeze_dim=0)
-    return out
+    return out.reshape(x.shape)  # (seq, d) inputs come back with a leading 1
 
 
 def rotation_matrix_of(rope: Rope, d: int, position: int) -> Tensor:
