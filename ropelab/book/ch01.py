@@ -44,7 +44,8 @@ def _theta(d: int, base: float) -> tuple[mpmath.mpf, ...]:
 
 
 def exact_theta(d: int, base: float) -> tuple[mpmath.mpf, ...]:
-    """θ_j = base^(−2j/d), j = 0..d/2−1, to 40 digits (01_frequencies, eq. ``theta``)."""
+    """θ_j = base^(−2j/d), j = 0..d/2−1, to 40 digits
+    (01_frequencies, eq. ``theta``)."""
     _check(d, base)
     return _theta(d, float(base))
 

@@ -18,7 +18,8 @@ __all__ = ["numpy_theta", "euler_rotate", "closed_form_scores", "bfloat16_paths"
 
 
 def numpy_theta(d: int, base: float = 10000.0) -> np.ndarray:
-    """θ_j = base^(−2j/d), j = 0..d/2−1, in float64 numpy (01_frequencies, eq. ``theta``)."""
+    """θ_j = base^(−2j/d), j = 0..d/2−1, in float64 numpy
+    (01_frequencies, eq. ``theta``)."""
     if isinstance(d, bool) or not isinstance(d, int) or d <= 0 or d % 2:
         raise ValueError(f"d must be a positive even int, got {d!r}")
     return base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
@@ -54,7 +55,8 @@ def closed_form_scores(q: Tensor, k: Tensor, distances: Tensor,
         raise ValueError(f"q and k must be (d,) vectors, got {tuple(q.shape)} and "
                          f"{tuple(k.shape)}")
     dist = np.asarray(distances.cpu(), dtype=np.float64)[..., None]
-    terms = _pairs(q) * _pairs(k).conj() * np.exp(1j * dist * numpy_theta(q.numel(), base))
+    phasors = np.exp(1j * dist * numpy_theta(q.numel(), base))
+    terms = _pairs(q) * _pairs(k).conj() * phasors
     return torch.from_numpy(terms.sum(-1).real)
 
 
@@ -84,8 +86,8 @@ def bfloat16_paths(x: Tensor, positions: Sequence[int] | Tensor,
     pos = torch.as_tensor(positions).cpu()
     end = int(pos.max()) + 1
     xm = x.transpose(1, 2)  # Meta's (batch, seq, heads, d)
-    meta, _ = reference.apply_rotary_emb(xm, xm, reference.precompute_freqs_cis(d, end,
-                                                                                base)[pos])
+    freqs_cis = reference.precompute_freqs_cis(d, end, base)[pos]
+    meta, _ = reference.apply_rotary_emb(xm, xm, freqs_cis)
     config = LlamaConfig(hidden_size=2 * d, num_attention_heads=2, head_dim=d,
                          rope_parameters={"rope_type": "default", "rope_theta": base})
     xh = ropelab.to_half_split(x)

@@ -32,10 +32,11 @@ def _positions(positions: Sequence[int] | Tensor, x: Tensor) -> Tensor:
 def meta_rope(x: Tensor, positions: Sequence[int] | Tensor, base: float = 10000.0,
               ) -> Tensor:
     """Meta's ``apply_rotary_emb`` on x (..., seq, d) at integer positions: interleaved
-    pairs (03_pairing, eq. ``interleaved``); float32 arithmetic, x's dtype, on the CPU."""
+    pairs (03_pairing, eq. ``interleaved``); float32 arithmetic, x's dtype, the CPU."""
     x = x.cpu()
     pos = _positions(positions, x)
-    freqs_cis = reference.precompute_freqs_cis(x.shape[-1], int(pos.max()) + 1, base)[pos]
+    end = int(pos.max()) + 1
+    freqs_cis = reference.precompute_freqs_cis(x.shape[-1], end, base)[pos]
     xm = x.reshape(-1, *x.shape[-2:]).transpose(0, 1)[None]  # (1, seq, rows, d)
     out, _ = reference.apply_rotary_emb(xm, xm, freqs_cis)
     return out[0].transpose(0, 1).reshape(x.shape)
@@ -43,8 +44,9 @@ def meta_rope(x: Tensor, positions: Sequence[int] | Tensor, base: float = 10000.
 
 def hf_rope(x: Tensor, positions: Sequence[int] | Tensor, base: float = 10000.0,
             ) -> Tensor:
-    """transformers' ``LlamaRotaryEmbedding`` and ``apply_rotary_pos_emb`` on x (..., seq, d):
-    half-split pairs (03_pairing, eq. ``halfsplit``); tables in x's dtype, on the CPU."""
+    """transformers' ``LlamaRotaryEmbedding`` and ``apply_rotary_pos_emb`` on x
+    (..., seq, d): half-split pairs (03_pairing, eq. ``halfsplit``); tables in x's
+    dtype, on the CPU."""
     from transformers import LlamaConfig
     from transformers.models.llama import modeling_llama as llama
 

@@ -18,25 +18,33 @@ __all__ = ["numpy_rotation_matrix", "executed_operations", "time_forms"]
 def numpy_rotation_matrix(position: int, d: int, base: float = 10000.0, *,
                           layout: str = "interleaved") -> Tensor:
     """R_{Θ,m} (d, d) in float64, entry by entry: pair j = (2j, 2j+1) interleaved or
-    (j, j + d/2) half-split, turned by m·θ_j, θ_j = base^(−2j/d) (04_rotation_matrix)."""
+    (j, j + d/2) half-split, turned by m·θ_j, θ_j = base^(−2j/d)
+    (04_rotation_matrix, eqs. ``rmatrix`` and ``rmat-half``)."""
     if isinstance(d, bool) or not isinstance(d, int) or d <= 0 or d % 2:
         raise ValueError(f"d must be a positive even int, got {d!r}")
     if layout not in ("interleaved", "half_split"):
-        raise ValueError(f"layout must be 'interleaved' or 'half_split', got {layout!r}")
+        raise ValueError(
+            f"layout must be 'interleaved' or 'half_split', got {layout!r}")
     r = np.zeros((d, d))
     for j in range(d // 2):
         a = position * base ** (-2 * j / d)
-        first, second = (2 * j, 2 * j + 1) if layout == "interleaved" else (j, j + d // 2)
+        if layout == "interleaved":
+            first, second = 2 * j, 2 * j + 1
+        else:
+            first, second = j, j + d // 2
         r[first, first], r[first, second] = np.cos(a), -np.sin(a)
         r[second, first], r[second, second] = np.sin(a), np.cos(a)
     return torch.from_numpy(r)
 
 
 def executed_operations(d: int, seq: int = 16) -> dict[str, int]:
-    """What torch executes per vector: the dense product ``einsum("pij,pj->pi")`` with one
-    R per position, and transformers' ``apply_rotary_pos_emb`` (04_rotation_matrix, eq.
-    ``rmat-flops``): {"multiply-adds": dense, "multiplications"/"additions"/"negations":
-    elementwise}, counted by :func:`ropelab.matrix.count_arithmetic`."""
+    """What torch executes per vector (04_rotation_matrix, eq. ``rmat-flops``).
+
+    The dense product ``einsum("pij,pj->pi")`` with one R per position gives
+    "multiply-adds"; transformers' ``apply_rotary_pos_emb`` gives
+    "multiplications", "additions" and "negations"; both counted by
+    :func:`ropelab.matrix.count_arithmetic` on ``seq`` positions.
+    """
     import ropelab
     from ropelab.matrix import count_arithmetic
     from transformers import LlamaConfig
@@ -55,10 +63,11 @@ def executed_operations(d: int, seq: int = 16) -> dict[str, int]:
     return {**per, "multiply-adds": dense["multiply-adds"] // seq}
 
 
-def time_forms(dims: tuple[int, ...], seq: int = 128, device: torch.device | str = "cpu",
+def time_forms(dims: tuple[int, ...], seq: int = 128,
+               device: torch.device | str = "cpu",
                min_run_time: float = 0.1) -> list[tuple[int, float, float]]:
     """Median seconds per call of the dense product (one R per position, built before
-    the clock starts) and of ``x * cos + rotate_half(x) * sin``, for each head dimension:
+    the clock starts) and of ``x * cos + rotate_half(x) * sin``, per head dimension:
     [(d, dense, elementwise)]. Times depend on the machine and its load."""
     import ropelab
     from torch.utils import benchmark
@@ -71,7 +80,8 @@ def time_forms(dims: tuple[int, ...], seq: int = 128, device: torch.device | str
         r_all = torch.stack([ropelab.rotation_matrix(p, theta, layout="half_split")
                              for p in range(seq)])
         x = torch.randn(seq, d, generator=gen).to(device)
-        cos, sin = (t.to(device) for t in ropelab.cos_sin(torch.arange(seq), theta.cpu()))
+        tables = ropelab.cos_sin(torch.arange(seq), theta.cpu())
+        cos, sin = (t.to(device) for t in tables)
         dense = benchmark.Timer("torch.einsum('pij,pj->pi', r, x)",
                                 globals={"torch": torch, "r": r_all, "x": x})
         elem = benchmark.Timer("x * cos + rotate_half(x) * sin",

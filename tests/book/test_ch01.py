@@ -1,4 +1,5 @@
-"""ropelab.book.ch01, chapter 01's exact references, against values worked out by hand."""
+"""ropelab.book.ch01, chapter 01's exact references, against values worked out by
+hand."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def test_exact_theta_is_the_geometric_ladder():
     # base 100, d = 4: θ = (100^0, 100^(-1/2)) = (1, 1/10)
     theta = ch01.exact_theta(4, 100.0)
     with mpmath.workdps(40):
-        assert theta[0] == 1 and abs(theta[1] - mpmath.mpf(1) / 10) < mpmath.mpf(10) ** -38
+        assert theta[0] == 1
+        assert abs(theta[1] - mpmath.mpf(1) / 10) < mpmath.mpf(10) ** -38
     assert len(ch01.exact_theta(128, 10000.0)) == 64
 
 
@@ -51,7 +53,8 @@ def test_exponent_is_exact_only_for_powers_of_two(d, exact):
 def test_relative_errors_vanish_for_exact_floats_and_see_one_ulp():
     theta = torch.tensor([1.0, 0.5])  # base 4, d = 4: θ = (1, 1/2), exact in float32
     assert ch01.relative_errors(theta, 4.0).tolist() == [0.0, 0.0]
-    off = torch.tensor([1.0, float(torch.nextafter(torch.tensor(0.5), torch.tensor(1.0)))])
+    above = torch.nextafter(torch.tensor(0.5), torch.tensor(1.0))  # one float32 ulp up
+    off = torch.tensor([1.0, float(above)])
     err = ch01.relative_errors(off, 4.0)
     assert err[0] == 0 and err[1] == pytest.approx(2.0**-23)
 

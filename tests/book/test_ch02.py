@@ -64,7 +64,7 @@ def test_bfloat16_paths_round_once_or_five_times():
     assert torch.equal(meta, ours) and meta.dtype == hf.dtype == torch.bfloat16
     exact = ch02.euler_rotate(x, range(16))
     nearest = exact.to(torch.bfloat16)
-    assert int((meta != nearest).sum()) <= 2      # double rounding near a midpoint, rarely
+    assert int((meta != nearest).sum()) <= 2  # double rounding near a midpoint, rarely
     assert int((hf != nearest).sum()) > 0.1 * x.numel()
     assert (hf.double() - exact).abs().max() < 0.05
     with pytest.raises(ValueError, match="bfloat16"):

@@ -36,7 +36,8 @@ def test_hf_rope_is_meta_rope_in_the_other_layout():
 def test_rotation_matrix_of_meta_is_block_diagonal():
     r = ch03.rotation_matrix_of(ch03.meta_rope, 4, 2)
     c0, s0, c1, s1 = math.cos(2), math.sin(2), math.cos(0.02), math.sin(0.02)
-    want = torch.tensor([[c0, -s0, 0, 0], [s0, c0, 0, 0], [0, 0, c1, -s1], [0, 0, s1, c1]])
+    want = torch.tensor([[c0, -s0, 0, 0], [s0, c0, 0, 0],
+                         [0, 0, c1, -s1], [0, 0, s1, c1]])
     torch.testing.assert_close(r, want, rtol=0, atol=1e-6)
 
 

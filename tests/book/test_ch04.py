@@ -1,4 +1,4 @@
-"""ropelab.book.ch04: R written out in numpy, the executed operations and the timings."""
+"""ropelab.book.ch04: R written out in numpy, the executed operations, the timings."""
 
 from __future__ import annotations
 
@@ -13,17 +13,18 @@ pytest.importorskip("transformers")
 
 
 def test_numpy_rotation_matrix_by_hand():
-    # d = 4, base 100: θ = (1, 0.1); position 2 turns pair 0 by 2 rad, pair 1 by 0.2 rad
+    # d = 4, base 100: θ = (1, 0.1); position 2 turns pair 0 by 2 rad, pair 1 by 0.2
     c0, s0, c1, s1 = math.cos(2), math.sin(2), math.cos(0.2), math.sin(0.2)
-    inter = torch.tensor([[c0, -s0, 0, 0], [s0, c0, 0, 0], [0, 0, c1, -s1], [0, 0, s1, c1]],
-                         dtype=torch.float64)
-    half = torch.tensor([[c0, 0, -s0, 0], [0, c1, 0, -s1], [s0, 0, c0, 0], [0, s1, 0, c1]],
-                        dtype=torch.float64)
-    torch.testing.assert_close(ch04.numpy_rotation_matrix(2, 4, 100.0), inter,
-                               rtol=0, atol=1e-15)
-    torch.testing.assert_close(ch04.numpy_rotation_matrix(2, 4, 100.0, layout="half_split"),
-                               half, rtol=0, atol=1e-15)
-    assert torch.equal(ch04.numpy_rotation_matrix(0, 6), torch.eye(6, dtype=torch.float64))
+    f64 = torch.float64
+    inter = torch.tensor([[c0, -s0, 0, 0], [s0, c0, 0, 0],
+                          [0, 0, c1, -s1], [0, 0, s1, c1]], dtype=f64)
+    half = torch.tensor([[c0, 0, -s0, 0], [0, c1, 0, -s1],
+                         [s0, 0, c0, 0], [0, s1, 0, c1]], dtype=f64)
+    r_int = ch04.numpy_rotation_matrix(2, 4, 100.0)
+    r_half = ch04.numpy_rotation_matrix(2, 4, 100.0, layout="half_split")
+    torch.testing.assert_close(r_int, inter, rtol=0, atol=1e-15)
+    torch.testing.assert_close(r_half, half, rtol=0, atol=1e-15)
+    assert torch.equal(ch04.numpy_rotation_matrix(0, 6), torch.eye(6, dtype=f64))
     with pytest.raises(ValueError, match="layout"):
         ch04.numpy_rotation_matrix(1, 4, layout="paired")
 
@@ -31,7 +32,7 @@ def test_numpy_rotation_matrix_by_hand():
 def test_executed_operations_per_vector():
     for d in (8, 32):
         ops = ch04.executed_operations(d, seq=4)
-        assert ops["multiply-adds"] == d * d            # one per entry of R, zeros included
+        assert ops["multiply-adds"] == d * d    # one per entry of R, zeros included
         assert ops["multiplications"] == 2 * d          # x·cos and rot(x)·sin
         assert ops["additions"] == d
         assert ops["negations"] == d // 2               # rotate_half negates one half
