@@ -76,3 +76,13 @@ def test_arguments_are_checked():
         ch01.relative_errors(torch.ones(2, 2), 10000.0)
     with pytest.raises(ValueError, match="complex"):
         ch01.turns_completed(torch.ones(4, 2))
+
+
+def test_reference_solution_matches_the_exact_frequencies():
+    from ropelab.book.solutions import ch01 as solutions
+
+    for d, base in ((8, 10000.0), (80, 500000.0), (128, 10000.0)):
+        theta = solutions.inv_freq(d, base)
+        assert theta.dtype == torch.float32 and theta.shape == (d // 2,)
+        # float64 rounded once: within float32's unit roundoff of the exact value
+        assert float(ch01.relative_errors(theta, base).max()) <= 2.0**-24 * (1 + 1e-9)

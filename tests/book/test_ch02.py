@@ -69,3 +69,13 @@ def test_bfloat16_paths_round_once_or_five_times():
     assert (hf.double() - exact).abs().max() < 0.05
     with pytest.raises(ValueError, match="bfloat16"):
         ch02.bfloat16_paths(x.float(), range(16))
+
+
+def test_reference_solution_rotates_a_pair_as_the_real_formula():
+    from ropelab.book.solutions import ch02 as solutions
+
+    cases = ((1.0, 0.0, 1, 1.0), (0.3, -1.2, 7, 0.5), (2.0, 0.5, 1000, 1e-3))
+    for x1, x2, m, theta in cases:
+        c, s = math.cos(m * theta), math.sin(m * theta)
+        got = solutions.rotate_pair(x1, x2, m, theta)
+        assert got == pytest.approx((x1 * c - x2 * s, x2 * c + x1 * s), abs=1e-12)

@@ -46,3 +46,12 @@ def test_traffic_rows_count_one_floor_for_the_complex_product():
     floors = {name.split(",")[0]: f for name, f, _ in rows}
     assert floors["Meta"] == 1.0  # read x once, write the result once
     assert floors["transformers"] >= 4 and floors["interleaved"] >= 4
+
+
+def test_reference_solution_is_the_conversion_reshape():
+    from ropelab.book.solutions import ch03 as solutions
+
+    for d in (2, 8, 128):
+        y = torch.arange(d)
+        want = y.view(d // 2, 2).T.flatten()  # pairs as rows, then first members first
+        assert y[solutions.half_split_index(d)].tolist() == want.tolist()

@@ -42,3 +42,14 @@ def test_time_forms_returns_a_positive_time_per_form():
     rows = ch04.time_forms((8,), seq=4, min_run_time=0.001)
     assert [r[0] for r in rows] == [8]
     assert all(t > 0 for _, *ts in rows for t in ts)
+
+
+def test_reference_solution_is_r_written_out():
+    from ropelab import inv_freq
+    from ropelab.book.solutions import ch04 as solutions
+
+    theta = inv_freq(16, dtype=torch.float64)
+    for m in (0, 5, 1234):
+        torch.testing.assert_close(solutions.rotation_matrix(m, theta),
+                                   ch04.numpy_rotation_matrix(m, 16),
+                                   rtol=0, atol=1e-12)
