@@ -225,15 +225,23 @@ def test_rotate_half_is_a_quarter_turn(dim, seed):
 @pytest.fixture(params=["kernel", "torch"])
 def path(request, monkeypatch):
     """Run a test through the fused CPU kernel and again through the torch path (GPU, no compiler)."""
+    kernels._calls.clear()  # nothing remembered from other tests: each call planned here
     if request.param == "torch":
-        monkeypatch.setattr(cpu, "rotate", lambda *args: False)
+        monkeypatch.setattr(cpu, "plan", lambda *args: None)
         yield request.param
         return
     if not cpu.status()["available"]:
         pytest.skip(f"fused kernel unavailable: {cpu.status()['reason']}")
     ran = []
-    kernel = cpu.rotate
-    monkeypatch.setattr(cpu, "rotate", lambda *args: ran.append(kernel(*args)) or ran[-1])
+    planner = cpu.plan
+
+    def plan(*args):
+        runner = planner(*args)
+        if runner is None:
+            return None
+        return lambda *a: ran.append(runner(*a)) or ran[-1]
+
+    monkeypatch.setattr(cpu, "plan", plan)
     yield request.param
     assert any(ran), "the kernel declined every call: this test did not run it"
 
@@ -386,8 +394,11 @@ def test_out_and_non_contiguous_inputs(layout, path):
 def test_out_errors():
     x = torch.randn(3, 8)
     cos, sin = cos_sin(torch.arange(3), inv_freq(8))
-    with pytest.raises(ValueError, match="out must not overlap x"):
-        apply_rotary(x, cos, sin, out=x)
+    with pytest.raises(ValueError, match="out must not overlap x unless it is x itself"):
+        apply_rotary(x[:, :6], cos[:, :6], sin[:, :6], out=x[:, 2:])  # x, shifted
+    with pytest.raises(ValueError, match="out must not overlap x unless it is x itself"):
+        square = torch.randn(8, 8)
+        apply_rotary(square, cos[:1], sin[:1], out=square.T)  # same bytes, other order
     with pytest.raises(ValueError, match=r"out must match x: shape \(3, 8\), torch.float32"):
         apply_rotary(x, cos, sin, out=torch.empty(3, 8, dtype=torch.float64))
     with pytest.raises(TypeError, match="out must be a torch.Tensor"):
@@ -579,9 +590,9 @@ def test_training_goes_through_the_fast_path_both_ways(path):
     x = torch.randn(2, 4, 9, 16, requires_grad=True)
     cos, sin = cos_sin(torch.arange(9), inv_freq(16))
     calls = []
-    original = kernels.rotate_into
+    original = kernels._dispatch
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(kernels, "rotate_into", lambda *a, **k: calls.append(a[1].shape) or original(*a, **k))
+        mp.setattr(kernels, "_dispatch", lambda *a, **k: calls.append(a[1].shape) or original(*a, **k))
         y = apply_rotary(x, cos, sin)
         y.backward(torch.ones_like(y))
     assert len(calls) == 2  # the forward pass and the gradient's rotation by −θ

@@ -64,7 +64,7 @@ def rotate_into(
     (``out`` is ``x``: the result goes through a temporary).
     """
     dim = x.shape[-1]
-    if out.data_ptr() == x.data_ptr() and out.numel() and x.numel():  # in place
+    if _in_place(out, x):
         out.copy_(formula(x, cos, sin, layout, rotary_dim))
         return
     head_x = x if rotary_dim == dim else x[..., :rotary_dim]
@@ -75,6 +75,14 @@ def rotate_into(
         _mul_fma(o, xb, c, s, layout, h)
     if rotary_dim < dim:
         out[..., rotary_dim:] = x[..., rotary_dim:]
+
+
+def _in_place(out: Tensor, x: Tensor) -> bool:
+    """Whether out is x's memory (the contract allows that or no shared byte), asked
+    without data pointers, which tracers' tensors lack."""
+    return (out is x or (torch._C._is_alias_of(out, x)
+                         and out.storage_offset() == x.storage_offset()
+                         and out.stride() == x.stride()))
 
 
 def _mul_fma(
