@@ -239,7 +239,7 @@ class _Rotation(torch.autograd.Function):
         x, cos, sin = ctx.saved_tensors
         dx = None
         if ctx.needs_input_grad[0]:
-            sin_back = torch_path.swap_pairs(sin, ctx.layout, -1.0, -1.0)
+            sin_back = torch_path.backward_sin(sin, ctx.layout)
             dx = _Rotation.apply(grad, cos, sin_back, ctx.layout, ctx.rotary_dim,
                                  ctx.first)
         return (dx, *_table_grads(ctx, grad), None, None, None)
@@ -295,7 +295,7 @@ def _define_op() -> Any:
         x, cos, sin = ctx.saved_tensors
         dx = None
         if ctx.needs_input_grad[0]:
-            sin_back = torch_path.swap_pairs(sin, ctx.layout, -1.0, -1.0)
+            sin_back = torch_path.backward_sin(sin, ctx.layout)
             dx = rotary(grad, cos, sin_back, ctx.layout, ctx.rotary_dim)
         return (dx, *_table_grads(ctx, grad), None, None)
 

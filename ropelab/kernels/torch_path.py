@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["NAME", "formula", "rotate_into", "swap_pairs", "turn"]
+__all__ = ["NAME", "backward_sin", "formula", "rotate_into", "swap_pairs", "turn"]
 
 NAME = "torch"
 
@@ -36,6 +36,18 @@ def swap_pairs(t: Tensor, layout: str, first: float, second: float) -> Tensor:
     pairs = t.unflatten(-1, (-1, 2))
     turned = (first * pairs[..., 1], second * pairs[..., 0])
     return torch.stack(turned, dim=-1).flatten(-2)
+
+
+def backward_sin(sin: Tensor, layout: str) -> Tensor:
+    """s' = sin with each pair's two entries swapped and negated (−sin for tables whose
+    pairs share an angle): the table that rotates a gradient back by −θ. Axes the
+    table is broadcast along (stride 0) stay broadcast, so a kernel still reads
+    it once for all the heads."""
+    base = sin
+    for axis, (n, stride) in enumerate(zip(sin.shape, sin.stride())):
+        if stride == 0 and n > 1:
+            base = base.narrow(axis, 0, 1)
+    return swap_pairs(base, layout, -1.0, -1.0).expand(sin.shape)
 
 
 def turn(x: Tensor, layout: str) -> Tensor:

@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 import triton
 import triton.language as tl
@@ -534,11 +535,12 @@ class _Rotate(torch.autograd.Function):
         return out if k is None else (out, out_k)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad, grad_k=None):
         x, k, cos, sin, pos = ctx.saved_tensors
         gx = gk = gc = gs = None
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-            sin_back = torch_path.swap_pairs(sin, ctx.layout, -1.0, -1.0)
+            sin_back = torch_path.backward_sin(sin, ctx.layout)
             gx = torch.empty_like(grad)
             if grad_k is not None:
                 gk = torch.empty_like(grad_k)
