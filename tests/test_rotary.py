@@ -98,6 +98,22 @@ def test_attention_scaling_multiplies_tables():
     torch.testing.assert_close(s2, 1.5 * s1)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_attention_scaling_is_applied_before_the_cast(dtype, layout):
+    # YaRN's temperature multiplies cos and sin in float32 (transformers does too); only
+    # then are the tables rounded to a 16-bit dtype, once. Scaling after the cast rounds
+    # twice and changes about a fifth of the entries (issue 24's mutation).
+    theta = inv_freq(128)
+    positions = torch.arange(0, 4096, 3)
+    wide = torch.outer(positions.double(), theta.double()).float()  # m·θ, float32
+    wide = torch.cat((wide, wide), -1) if layout == "half_split" else wide.repeat_interleave(2, -1)
+    scale = 1.0 + 0.1 * math.log(8.0)  # YaRN's mscale for a factor of 8
+    c, s = cos_sin(positions, theta, layout=layout, attention_scaling=scale, dtype=dtype)
+    assert torch.equal(c, (wide.cos() * scale).to(dtype))
+    assert torch.equal(s, (wide.sin() * scale).to(dtype))
+
+
 # dtype, device, shape contract ------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
