@@ -203,3 +203,127 @@ def test_every_backend_computes_the_plain_formula(backend, layout, dtype, equal_
             assert torch.equal(got, want), (call, (got.double() - want.double()).abs().max())
     if backend.name != "torch" and case in ("out", "odd_offset", "bhsd"):
         assert kernels._calls, "a native backend's call was not remembered for replay"
+
+
+# No host synchronisation, CUDA graphs, torch.compile ---------------------------------
+
+SYNCS = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "numpy",
+         "nonzero", "cpu")
+
+
+@pytest.fixture
+def no_sync(monkeypatch):
+    """Make every Tensor method that reads a tensor's values on the host raise while a
+    test's block runs: on a GPU each would wait for the device (a synchronisation,
+    which a CUDA graph capture refuses)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def forbid():
+        def refuse(name):
+            def method(self, *args, **kwargs):
+                raise AssertionError(f"Tensor.{name} read a tensor's values on the host")
+            return method
+
+        with pytest.MonkeyPatch.context() as mp:
+            for name in SYNCS:
+                mp.setattr(torch.Tensor, name, refuse(name))
+            yield
+
+    return forbid
+
+
+@pytest.mark.parametrize("route", ["cpu", "triton", "torch"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_no_call_reads_a_tensors_values(no_sync, monkeypatch, route, layout):
+    # apply_rotary (checked, then replayed, with and without out=, in place) and the
+    # Triton entry points never read a value on the host
+    x = torch.randn(2, 3, 5, 16).to(DEVICE)
+    c, s = (t.to(DEVICE) for t in ropelab.cos_sin(torch.arange(5), ropelab.inv_freq(16),
+                                                   layout=layout))
+    out = torch.empty_like(x)
+    if route == "triton":
+        kt = pytest.importorskip("ropelab.kernels.triton")
+        if not kt.available():
+            pytest.skip("no GPU and TRITON_INTERPRET is not 1")
+        monkeypatch.setattr(kernels, "_route", lambda device_type: (kt,))
+    elif route == "torch":
+        monkeypatch.setattr(kernels, "_route", lambda device_type: ())
+    elif DEVICE != "cpu" or not cpu.status()["available"]:
+        pytest.skip("the C kernel takes CPU tensors")
+    monkeypatch.setattr(kernels, "_calls", {})
+    pos = torch.arange(5).to(DEVICE)
+    with no_sync():
+        for _ in range(2):
+            apply_rotary(x, c, s, layout=layout)
+            apply_rotary(x, c, s, layout=layout, out=out)
+            apply_rotary(out, c, s, layout=layout, out=out)
+        if route == "triton":
+            kt.apply_rotary(x, c, s, layout=layout, out=out)
+            kt.apply_rotary_at(x, c, s, pos, layout=layout)
+            kt.apply_rotary_at(x, c, s, pos, layout=layout, out=out)
+            kt.apply_rotary_qk(x, x[:, :1], c, s, layout=layout)
+
+
+def test_the_sync_guard_catches_a_sync(no_sync):
+    # the guard above can fail: a check that read a value would be caught
+    with no_sync(), pytest.raises(AssertionError, match="read a tensor's values"):
+        bool((torch.arange(3) < 0).any())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_decode_step_is_captured_in_a_cuda_graph(layout):
+    # one decoding step (q and k of one new token, tables gathered at its position)
+    # captured once and replayed with new data: the result follows the data
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(8, 32, 1, 128, generator=g).to("cuda", torch.bfloat16)
+    c, s = ropelab.cos_sin(torch.arange(4096), ropelab.inv_freq(128), layout=layout,
+                           dtype=torch.bfloat16)
+    c, s = c.cuda(), s.cuda()
+    position = torch.tensor([7], device="cuda")
+    out = torch.empty_like(q)
+    from ropelab.kernels import triton as kt
+
+    for _ in range(3):  # warm up (compile, plan) outside the capture
+        apply_rotary(q, c[7:8], s[7:8], layout=layout, out=out)
+        kt.apply_rotary_at(q, c, s, position, layout=layout, out=out)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kt.apply_rotary_at(q, c, s, position, layout=layout, out=out)
+    for p in (7, 1000, 4095):
+        q.copy_(torch.randn(8, 32, 1, 128, generator=g).to("cuda", torch.bfloat16))
+        position.fill_(p)
+        graph.replay()
+        torch.cuda.synchronize()
+        want = reference(q, c[p : p + 1], s[p : p + 1], layout, 128)
+        assert torch.equal(out.cpu(), want)
+    plain = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(plain):
+        apply_rotary(q, c[7:8], s[7:8], layout=layout, out=out)
+    plain.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), reference(q, c[7:8], s[7:8], layout, 128))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_torch_compile_sees_one_operator(layout):
+    # fullgraph, no graph break, and apply_rotary is one node: torch.ops.ropelab.rotary
+    if kernels._OP is None:
+        pytest.skip("torch.library.custom_op needs torch >= 2.4")
+    x = torch.randn(2, 3, 5, 16, dtype=torch.float64, requires_grad=True)
+    c, s = ropelab.cos_sin(torch.arange(5), ropelab.inv_freq(16, dtype=torch.float64),
+                           layout=layout, dtype=torch.float64)
+    explain = torch._dynamo.explain(lambda v: apply_rotary(v, c, s, layout=layout))(x)
+    assert explain.graph_count == 1 and explain.graph_break_count == 0
+    ops = [n.target for g in explain.graphs for n in g.graph.nodes
+           if n.op == "call_function"]
+    assert ops == [torch.ops.ropelab.rotary.default], ops
+    compiled = torch.compile(lambda v: apply_rotary(v, c, s, layout=layout),
+                             fullgraph=True, backend="aot_eager")
+    y = compiled(x)
+    assert torch.equal(y.detach(), reference(x.detach(), c, s, layout, 16))
+    w = torch.randn_like(x)
+    (grad,) = torch.autograd.grad((y * w).sum(), x)
+    torch.testing.assert_close(grad, formula(w, c, -s, layout, 16), rtol=0, atol=1e-12)
