@@ -42,7 +42,7 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 from torch import Tensor
 
-from .._checks import apart, compiling, span
+from .._checks import compiling, span
 from . import cpu, torch_path
 
 try:
@@ -383,12 +383,6 @@ def _remember(
     _calls[signature] = (runner, (span(x), span(cos), span(sin), span(out)), in_place)
 
 
-def _usable(t: Tensor) -> bool:
-    """Whether a kernel can use ``t`` through its data pointer: no lazy negation bit,
-    not a zero tensor (which has no data)."""
-    return not t.is_neg() and not t._is_zerotensor()
-
-
 def _replay(
     x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: object,
     out: Tensor | None,
@@ -427,17 +421,18 @@ def _replay(
         return None
     if _is_functorch_wrapped(x) or _is_functorch_wrapped(cos) or _is_functorch_wrapped(sin):
         return None
-    if not (_usable(x) and _usable(cos) and _usable(sin)):
-        return None
+    if (x.is_neg() or cos.is_neg() or sin.is_neg() or x._is_zerotensor()
+            or cos._is_zerotensor() or sin._is_zerotensor()):
+        return None  # a lazy negation bit, or no data to point at
     runner, (nx, nc, ns, no), in_place = call
     if out is not None:
-        if _is_functorch_wrapped(out) or not _usable(out):
+        if _is_functorch_wrapped(out) or out.is_neg() or out._is_zerotensor():
             return None
-        po, px = out.data_ptr(), x.data_ptr()
-        if not (in_place and po == px) and not apart(po, no, px, nx):
+        po, px, pc, ps = out.data_ptr(), x.data_ptr(), cos.data_ptr(), sin.data_ptr()
+        end = po + no  # out's bytes [po, end) must miss x's (unless in place) and the tables'
+        if not (in_place and po == px) and not (end <= px or px + nx <= po):
             return None  # the byte ranges meet: the full checks decide
-        pc, ps = cos.data_ptr(), sin.data_ptr()
-        if not (apart(po, no, pc, nc) and apart(po, no, ps, ns)):
+        if not ((end <= pc or pc + nc <= po) and (end <= ps or ps + ns <= po)):
             return None
         if not runner(out, x, cos, sin):
             return None
