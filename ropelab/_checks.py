@@ -91,6 +91,8 @@ def as_positions(
     token index, and fractional positions (as in Position Interpolation) are
     expressed by scaling ``inv_freq`` instead. ``name`` is used in error
     messages; ``nonnegative=False`` admits negative values (distances m − n).
+    The sign check reads the values (a synchronisation on a GPU); on the
+    ``meta`` device, which has none, it is skipped.
     """
     if isinstance(positions, Tensor):
         t = positions
@@ -110,7 +112,8 @@ def as_positions(
             f"{name} must have an integer dtype (token indices), got {t.dtype}; "
             f"convert explicitly with {name}.long() if the values are whole numbers"
         )
-    if nonnegative and t.numel() and bool((t < 0).any()):
+    if nonnegative and t.numel() and not t.is_meta and bool((t < 0).any()):
+        # (a meta tensor has no values to check: shapes and devices only)
         raise ValueError(f"{name} must be >= 0, got a minimum of {int(t.min())}")
     t = t.long()
     return t if device is None else t.to(device)
@@ -157,8 +160,8 @@ def overlaps(a: Tensor, b: Tensor) -> bool:
     (``torch._efficientzerotensor``, which autograd makes) has no memory and
     overlaps nothing.
     """
-    if a._is_zerotensor() or b._is_zerotensor():
-        return False
+    if a._is_zerotensor() or b._is_zerotensor() or a.is_meta or b.is_meta:
+        return False  # no memory to share
     sa, sb = a.untyped_storage(), b.untyped_storage()
     if apart(sa.data_ptr(), sa.nbytes(), sb.data_ptr(), sb.nbytes()):
         return False  # first, the common case: a decode step checks 3 pairs a token
