@@ -124,6 +124,11 @@ def _candidates(q, k, layout, peers: bool) -> dict[str, tuple[Callable | None, s
     if not peers:
         return found
     turn = (lambda x: torch_path.turn(x, layout))
+    config = torch._dynamo.config  # one compile per shape: more than the default limit
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
+                 "accumulated_cache_size_limit"):
+        if isinstance(getattr(config, name, None), int):
+            setattr(config, name, max(getattr(config, name), 256))
     compiled = torch.compile(_hf(turn), dynamic=False)
     found["hf_compiled"] = (lambda: compiled(q, cos, sin),
                             lambda: (compiled(q, cos, sin), compiled(k, cos, sin)),
