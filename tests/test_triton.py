@@ -284,3 +284,33 @@ def test_requested_bytes_without_the_interpreter_switch():
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip() == str(2 * 4 * 8 * 4)
+
+
+def test_row_blocks_sit_on_grid_axis_0():
+    # axis 0 takes up to 2**31 - 1 programs, axes 1 and 2 only 65,535: the blocks of
+    # rows (and the outer index) go on axis 0, groups of heads on axis 1. Planned on
+    # meta tensors: shapes and strides only, nothing allocated.
+    x = torch.empty(2, 32, 2**22, 128, device="meta", dtype=torch.bfloat16)
+    c = torch.empty(2**22, 128, device="meta", dtype=torch.bfloat16)
+    plan = kt._make_plan(x, x, c, c, None, "half_split", 128)
+    rows_per_block = plan.consts["BLOCK_R"]
+    assert plan.grid[0] == 2 * 2**22 // rows_per_block > 65535
+    assert plan.grid[1] <= 32 and plan.grid[2] == 1
+    x = torch.empty(1, 1, 2**38, 4, device="meta")  # 2^32 blocks of 64 rows: too many
+    c = torch.empty(2**38, 4, device="meta")
+    assert kt._make_plan(x, x, c, c, None, "half_split", 4) is None
+
+
+def test_a_plan_is_made_once_per_signature(monkeypatch):
+    x = randn(2, 3, 5, 16)
+    c, s = tables(range(5), 16, "half_split")
+    made = []
+    real = kt._make_plan
+    monkeypatch.setattr(kt, "_make_plan", lambda *a, **k: made.append(1) or real(*a, **k))
+    kt._plans.clear()
+    for _ in range(3):
+        kt.apply_rotary(x, c, s)
+        kt.apply_rotary(x + 1, c, s)  # other data, same signature
+    assert len(made) == 1
+    kt.apply_rotary(x[:, :2], c, s)  # another shape: another plan
+    assert len(made) == 2
