@@ -414,7 +414,8 @@ def load_gpu_goals(path: str | os.PathLike = DEFAULT_GOALS) -> list[dict]:
     for g in goals:
         missing = {"name", "methods", "seqs", "measure", "limit"} - set(g)
         if missing:
-            raise ValueError(f"GPU goal {g.get('name', g)!r} in {path} lacks {sorted(missing)}")
+            raise ValueError(
+                f"GPU goal {g.get('name', g)!r} in {path} lacks {sorted(missing)}")
     return goals
 
 
@@ -682,7 +683,7 @@ def isa_summary() -> str:
     st = kernel_status()
     if not st["available"]:
         return "none: the torch path ran, whatever the CPU has"
-    vector = {64: "AVX-512", 32: "AVX2"}.get(st["vector_bytes"], "no vector instructions")
+    vector = {64: "AVX-512", 32: "AVX2"}.get(st["vector_bytes"], "no vector ISA")
     bf16 = " with AVX512-BF16 rounding" if st["hardware_bf16"] else ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -690,7 +691,8 @@ def isa_summary() -> str:
                           if line.startswith("flags")), [])
     except OSError:
         flags = []
-    has = [name for name in ("avx2", "avx512f", "avx512bw", "avx512_bf16") if name in flags]
+    names = ("avx2", "avx512f", "avx512bw", "avx512_bf16")
+    has = [name for name in names if name in flags]
     return (f"CPUs whose kernel runs {vector}{bf16}; this CPU has "
             f"{', '.join(has) or 'none of avx2, avx512f, avx512bw, avx512_bf16'}")
 
@@ -717,17 +719,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     add = parser.add_argument
     add("--grid", action="store_true",
         help="measure the goals' grid (the default on a CPU)")
-    add("--methods", action="store_true", help="time every formulation on --shape (ch. 09)")
-    add("--goals", default=str(DEFAULT_GOALS), help="goals file (JSON); default: shipped")
+    add("--methods", action="store_true", help="time every formulation on --shape")
+    add("--goals", default=str(DEFAULT_GOALS), help="goals file (JSON)")
     add("--device", default="cpu",
         help="cpu (default), cuda, cuda:N (on CUDA: GPU and host time, GPU goals)")
     add("--dtype", action="append", choices=sorted(DTYPES),
         help="repeatable; default: the goals' dtypes (grid), float32 (methods)")
-    add("--shape", action="append", help="for --methods: comma-separated, e.g. 1,32,4096,128")
+    add("--shape", action="append", help="for --methods: e.g. 1,32,4096,128")
     add("--threads", type=int, help="torch threads (default: torch's)")
-    add("--json", metavar="PATH", help="also write the machine, results and verdicts as JSON")
-    add("--min-runs", type=int, default=10, help="interleaved rounds at least (default 10)")
-    add("--min-time", type=float, default=0.5, help="seconds per configuration at least")
+    add("--json", metavar="PATH", help="also write machine, results, verdicts")
+    add("--min-runs", type=int, default=10, help="interleaved rounds at least")
+    add("--min-time", type=float, default=0.5, help="seconds a configuration at least")
     args = parser.parse_args(argv)
 
     device = torch.device(args.device)

@@ -34,8 +34,15 @@ from .frequencies import inv_freq
 from .kernels import torch_path
 from .rotary import apply_rotary, cos_sin
 
-__all__ = ["GpuRecord", "GpuVerdict", "format_gpu", "format_gpu_verdicts",
-           "gpu_verdicts", "path_summary", "run_gpu"]
+__all__ = [
+    "GpuRecord",
+    "GpuVerdict",
+    "format_gpu",
+    "format_gpu_verdicts",
+    "gpu_verdicts",
+    "path_summary",
+    "run_gpu",
+]
 
 GRAPH_CALLS = 20  # calls captured in one CUDA graph
 HOST_CALLS = 300  # eager calls timed back to back for the host time
@@ -82,7 +89,9 @@ def measure_cuda(fn: Callable[[], object], *, reps: int = 20) -> tuple[float, fl
             fn()
     graph.replay()
     torch.cuda.synchronize()
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+        enable_timing=True
+    )
     best = float("inf")
     for _ in range(5):
         begin.record()
@@ -97,50 +106,69 @@ def measure_cuda(fn: Callable[[], object], *, reps: int = 20) -> tuple[float, fl
 def _hf(rot: Callable[[Tensor], Tensor]) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
     def formula(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         return x * cos + rot(x) * sin
+
     return formula
 
 
 def _candidates(q, k, layout, peers: bool) -> dict[str, tuple[Callable | None, str]]:
     """name -> (callable on q alone, callable on q and k, or None; note)."""
     device, seq = q.device, q.shape[-2]
-    cos, sin = cos_sin(torch.arange(seq, device=device) + (7 if seq == 1 else 0),
-                       inv_freq(DIM).to(device), layout=layout, dtype=q.dtype)
+    cos, sin = cos_sin(
+        torch.arange(seq, device=device) + (7 if seq == 1 else 0),
+        inv_freq(DIM).to(device),
+        layout=layout,
+        dtype=q.dtype,
+    )
     oq, ok = torch.empty_like(q), torch.empty_like(k)
     found: dict[str, tuple[Callable | None, Callable | None, str]] = {
         "copy_": (lambda: oq.copy_(q), lambda: (oq.copy_(q), ok.copy_(k)), "the floor"),
-        "ropelab": (lambda: apply_rotary(q, cos, sin, layout=layout, out=oq),
-                    lambda: (apply_rotary(q, cos, sin, layout=layout, out=oq),
-                             apply_rotary(k, cos, sin, layout=layout, out=ok)),
-                    "apply_rotary(out=), one call a tensor"),
+        "ropelab": (
+            lambda: apply_rotary(q, cos, sin, layout=layout, out=oq),
+            lambda: (
+                apply_rotary(q, cos, sin, layout=layout, out=oq),
+                apply_rotary(k, cos, sin, layout=layout, out=ok),
+            ),
+            "apply_rotary(out=), one call a tensor",
+        ),
     }
     try:
         from .kernels import triton as kt
     except ImportError:
         found["ropelab_qk"] = (None, None, "skipped: Triton does not import")
     else:
-        found["ropelab_qk"] = (None, lambda: kt.apply_rotary_qk(q, k, cos, sin,
-                                                                layout=layout),
-                               "q and k in one launch")
+        found["ropelab_qk"] = (
+            None,
+            lambda: kt.apply_rotary_qk(q, k, cos, sin, layout=layout),
+            "q and k in one launch",
+        )
     if not peers:
         return found
-    turn = (lambda x: torch_path.turn(x, layout))
+    turn = lambda x: torch_path.turn(x, layout)
     config = torch._dynamo.config  # one compile per shape: more than the default limit
-    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
-                 "accumulated_cache_size_limit"):
+    for name in (
+        "recompile_limit",
+        "cache_size_limit",
+        "accumulated_recompile_limit",
+        "accumulated_cache_size_limit",
+    ):
         if isinstance(getattr(config, name, None), int):
             setattr(config, name, max(getattr(config, name), 256))
     compiled = torch.compile(_hf(turn), dynamic=False)
-    found["hf_compiled"] = (lambda: compiled(q, cos, sin),
-                            lambda: (compiled(q, cos, sin), compiled(k, cos, sin)),
-                            "torch.compile of x*cos + rot(x)*sin")
+    found["hf_compiled"] = (
+        lambda: compiled(q, cos, sin),
+        lambda: (compiled(q, cos, sin), compiled(k, cos, sin)),
+        "torch.compile of x*cos + rot(x)*sin",
+    )
     try:
         from liger_kernel.ops.rope import LigerRopeFunction
     except ImportError:
         found["liger"] = (None, None, "skipped: liger-kernel is not installed")
     else:
         if layout == "half_split":
+
             def liger():  # Liger >= 0.8 returns more than (q, k): keep the first two
                 return LigerRopeFunction.apply(q, k, cos[None], sin[None])[:2]
+
             found["liger"] = (None, liger, "Liger-Kernel, q and k in one launch")
         else:
             found["liger"] = (None, None, "skipped: Liger takes half-split pairs only")
@@ -182,15 +210,37 @@ def run_gpu(
                         fn = fns[index]
                         if fn is None:
                             if note.startswith("skipped"):
-                                records.append(GpuRecord(dtype_name, layout, seq, tensors,
-                                                         method, None, None, None, note))
+                                records.append(
+                                    GpuRecord(
+                                        dtype_name,
+                                        layout,
+                                        seq,
+                                        tensors,
+                                        method,
+                                        None,
+                                        None,
+                                        None,
+                                        note,
+                                    )
+                                )
                             continue
                         gpu_s, host_s = measure(fn)
                         if method == "copy_":
                             floor = gpu_s
                         ratio = None if not floor else gpu_s / floor
-                        records.append(GpuRecord(dtype_name, layout, seq, tensors, method,
-                                                 gpu_s, host_s, ratio, note))
+                        records.append(
+                            GpuRecord(
+                                dtype_name,
+                                layout,
+                                seq,
+                                tensors,
+                                method,
+                                gpu_s,
+                                host_s,
+                                ratio,
+                                note,
+                            )
+                        )
                 del q, k, found
     return records
 
@@ -209,7 +259,9 @@ class GpuVerdict:
         self.holds = self.value <= self.limit
 
 
-def gpu_verdicts(goals: Sequence[dict], records: Sequence[GpuRecord]) -> list[GpuVerdict]:
+def gpu_verdicts(
+    goals: Sequence[dict], records: Sequence[GpuRecord]
+) -> list[GpuVerdict]:
     """Each GPU goal against the records it covers.
 
     A goal names ``methods``, ``seqs`` and a ``measure``: ``"ratio"`` (GPU time
@@ -231,10 +283,14 @@ def gpu_verdicts(goals: Sequence[dict], records: Sequence[GpuRecord]) -> list[Gp
             elif goal["measure"] == "host_us" and r.host_s is not None:
                 value = r.host_s * 1e6
             elif goal["measure"] == "vs_peers":
-                peers = [p.gpu_s for p in records
-                         if (p.dtype, p.layout, p.seq, p.tensors) ==
-                         (r.dtype, r.layout, r.seq, r.tensors)
-                         and p.method in goal["peers"] and p.gpu_s is not None]
+                peers = [
+                    p.gpu_s
+                    for p in records
+                    if (p.dtype, p.layout, p.seq, p.tensors)
+                    == (r.dtype, r.layout, r.seq, r.tensors)
+                    and p.method in goal["peers"]
+                    and p.gpu_s is not None
+                ]
                 if not peers:
                     continue
                 value = r.gpu_s / min(peers)
@@ -246,14 +302,18 @@ def gpu_verdicts(goals: Sequence[dict], records: Sequence[GpuRecord]) -> list[Gp
 
 def format_gpu(records: Sequence[GpuRecord]) -> str:
     """One line per record: GPU µs, ratio to copy_, host µs."""
-    lines = [f"{'dtype':<9} {'layout':<12} {'S':>6} {'on':<3} {'method':<12} "
-             f"{'GPU us':>9} {'x copy_':>8} {'host us':>8}  note"]
+    lines = [
+        f"{'dtype':<9} {'layout':<12} {'S':>6} {'on':<3} {'method':<12} "
+        f"{'GPU us':>9} {'x copy_':>8} {'host us':>8}  note"
+    ]
     for r in records:
         gpu = "-" if r.gpu_s is None else f"{r.gpu_s * 1e6:9.1f}"
         ratio = "-" if r.ratio is None else f"{r.ratio:8.2f}"
         host = "-" if r.host_s is None else f"{r.host_s * 1e6:8.1f}"
-        lines.append(f"{r.dtype:<9} {r.layout:<12} {r.seq:>6} {r.tensors:<3} "
-                     f"{r.method:<12} {gpu:>9} {ratio:>8} {host:>8}  {r.note}")
+        lines.append(
+            f"{r.dtype:<9} {r.layout:<12} {r.seq:>6} {r.tensors:<3} "
+            f"{r.method:<12} {gpu:>9} {ratio:>8} {host:>8}  {r.note}"
+        )
     return "\n".join(lines)
 
 
@@ -262,9 +322,11 @@ def format_gpu_verdicts(found: Sequence[GpuVerdict]) -> str:
     lines = []
     for v in found:
         r = v.record
-        lines.append(f"{v.goal:<22} {r.dtype:<9} {r.layout:<12} S={r.seq:<6} {r.tensors:<3}"
-                     f" {r.method:<11} {v.value:7.2f} (<= {v.limit:.2f}): "
-                     f"{'holds' if v.holds else 'DOES NOT HOLD'}")
+        lines.append(
+            f"{v.goal:<22} {r.dtype:<9} {r.layout:<12} S={r.seq:<6} {r.tensors:<3}"
+            f" {r.method:<11} {v.value:7.2f} (<= {v.limit:.2f}): "
+            f"{'holds' if v.holds else 'DOES NOT HOLD'}"
+        )
     lines.append(f"{sum(v.holds for v in found)} of {len(found)} GPU goals hold")
     return "\n".join(lines)
 
@@ -275,7 +337,9 @@ def path_summary(device: torch.device) -> str:
 
     x = torch.zeros(1, 2, 4, device=device)
     c = torch.ones(2, 4, device=device)
-    name = kernels.rotate_into(torch.empty_like(x), x, c, torch.zeros_like(c), "half_split")
+    name = kernels.rotate_into(
+        torch.empty_like(x), x, c, torch.zeros_like(c), "half_split"
+    )
     if name == "triton":
         from .kernels import triton as kt
 
@@ -283,5 +347,7 @@ def path_summary(device: torch.device) -> str:
         direct = "direct launch" if kt._DIRECT else "Triton's own launch"
         return f"apply_rotary takes the Triton kernel ({status}, {direct})"
     if name == "torch" and device.type == "cuda":
-        return f"apply_rotary takes its torch path ({kernels.triton_status()['reason']})"
+        return (
+            f"apply_rotary takes its torch path ({kernels.triton_status()['reason']})"
+        )
     return f"apply_rotary takes the {name} backend"

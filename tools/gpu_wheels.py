@@ -28,23 +28,80 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 ROOTS = ["nbval", "ipykernel", "ipywidgets", "transformers"]
-PINNED = {"transformers": "5.24.0", "liger-kernel": "0.8.5"}  # the book's pins; Liger: peer
+PINNED = {
+    "transformers": "5.24.0",
+    "liger-kernel": "0.8.5",
+}  # the book's pins; Liger: peer
 EXTRA = ["liger-kernel"]  # not installed here: downloaded at its pin
 # On the GPU image already (its package list, 2026-11-17): left out. Matching versions
 # are not needed for these: each is a dependency that any recent version satisfies.
 ON_IMAGE = {
-    "torch", "triton", "numpy", "pytest", "pytest-xdist", "hypothesis", "execnet",
-    "pluggy", "iniconfig", "packaging", "pyyaml", "tqdm", "requests", "urllib3",
-    "idna", "certifi", "charset-normalizer", "filelock", "fsspec", "typing-extensions",
-    "safetensors", "regex", "psutil", "pygments", "jinja2", "markupsafe", "attrs",
-    "sortedcontainers", "matplotlib", "contourpy", "cycler", "fonttools", "kiwisolver",
-    "pillow", "pyparsing", "python-dateutil", "six", "setuptools", "networkx", "sympy",
-    "mpmath", "anyio", "h11", "httpcore", "httpx", "click", "rich", "typer",
-    "shellingham", "markdown-it-py", "mdurl", "annotated-doc", "coverage", "wheel",
+    "torch",
+    "triton",
+    "numpy",
+    "pytest",
+    "pytest-xdist",
+    "hypothesis",
+    "execnet",
+    "pluggy",
+    "iniconfig",
+    "packaging",
+    "pyyaml",
+    "tqdm",
+    "requests",
+    "urllib3",
+    "idna",
+    "certifi",
+    "charset-normalizer",
+    "filelock",
+    "fsspec",
+    "typing-extensions",
+    "safetensors",
+    "regex",
+    "psutil",
+    "pygments",
+    "jinja2",
+    "markupsafe",
+    "attrs",
+    "sortedcontainers",
+    "matplotlib",
+    "contourpy",
+    "cycler",
+    "fonttools",
+    "kiwisolver",
+    "pillow",
+    "pyparsing",
+    "python-dateutil",
+    "six",
+    "setuptools",
+    "networkx",
+    "sympy",
+    "mpmath",
+    "anyio",
+    "h11",
+    "httpcore",
+    "httpx",
+    "click",
+    "rich",
+    "typer",
+    "shellingham",
+    "markdown-it-py",
+    "mdurl",
+    "annotated-doc",
+    "coverage",
+    "wheel",
 }
-PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
-             "manylinux2014_x86_64", "manylinux1_x86_64", "manylinux_2_24_x86_64",
-             "manylinux_2_31_x86_64", "manylinux_2_34_x86_64", "manylinux_2_35_x86_64"]
+PLATFORMS = [
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_31_x86_64",
+    "manylinux_2_34_x86_64",
+    "manylinux_2_35_x86_64",
+]
 
 
 def norm(name: str) -> str:
@@ -54,9 +111,16 @@ def norm(name: str) -> str:
 def closure(roots: list[str]) -> dict[str, str]:
     """name -> installed version for the roots and everything they need (extras left
     out, markers evaluated for Python 3.12 on Linux)."""
-    env = {"python_version": "3.12", "python_full_version": "3.12.3",
-           "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-           "platform_machine": "x86_64", "implementation_name": "cpython", "extra": ""}
+    env = {
+        "python_version": "3.12",
+        "python_full_version": "3.12.3",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+        "platform_machine": "x86_64",
+        "implementation_name": "cpython",
+        "extra": "",
+    }
     found: dict[str, str] = {}
     todo = list(roots)
     while todo:
@@ -84,9 +148,23 @@ def main(argv: list[str]) -> int:
         wanted.setdefault(norm(name), PINNED[name])
     platform_args = [a for p in PLATFORMS for a in ("--platform", p)]
     for name, version in sorted(wanted.items()):
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--python-version", "3.12", "--implementation", "cp", *platform_args,
-               "-q", "-d", str(dest), f"{name}=={version}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.12",
+            "--implementation",
+            "cp",
+            *platform_args,
+            "-q",
+            "-d",
+            str(dest),
+            f"{name}=={version}",
+        ]
         print(f"{name}=={version}", flush=True)
         subprocess.run(cmd, check=True)
     total = sum(p.stat().st_size for p in dest.glob("*.whl"))

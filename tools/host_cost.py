@@ -40,18 +40,24 @@ def main():
     kt._triton_launch = lambda plan, tensors, kernel=None: None  # the launch: a no-op
     kernels._route = lambda device_type: (kt,)
     torch.set_num_threads(1)
-    for shape, label in (((8, 32, 1, 128), "decode (8, 32, 1, 128)"),
-                         ((1, 32, 4096, 128), "prefill (1, 32, 4096, 128)")):
+    for shape, label in (
+        ((8, 32, 1, 128), "decode (8, 32, 1, 128)"),
+        ((1, 32, 4096, 128), "prefill (1, 32, 4096, 128)"),
+    ):
         x = torch.randn(shape, dtype=torch.bfloat16)
-        c, s = ropelab.cos_sin(torch.arange(shape[2]), ropelab.inv_freq(128),
-                               dtype=torch.bfloat16)
+        c, s = ropelab.cos_sin(
+            torch.arange(shape[2]), ropelab.inv_freq(128), dtype=torch.bfloat16
+        )
         out = torch.empty_like(x)
         cases = {
-            "apply_rotary(out=), replayed": lambda: ropelab.apply_rotary(x, c, s, out=out),
+            "apply_rotary(out=), replayed": lambda: ropelab.apply_rotary(
+                x, c, s, out=out
+            ),
             "apply_rotary(), replayed": lambda: ropelab.apply_rotary(x, c, s),
             "kt.apply_rotary(out=), checked": lambda: kt.apply_rotary(x, c, s, out=out),
             "apply_rotary_at(out=)": lambda: kt.apply_rotary_at(
-                x, c, s, torch.arange(shape[2]), out=out),
+                x, c, s, torch.arange(shape[2]), out=out
+            ),
         }
 
         def full():

@@ -95,8 +95,11 @@ def _probes() -> tuple[Callable[[], object], ...] | None:
     """The functions :func:`_traced` asks, or None where one is missing (a torch that
     renamed a private API): then every call is taken as traced, and the torch path
     runs, which is right under any tracer, only slower."""
-    names = ("_len_torch_dispatch_stack", "_is_torch_function_mode_enabled",
-             "_get_tracing_state")
+    names = (
+        "_len_torch_dispatch_stack",
+        "_is_torch_function_mode_enabled",
+        "_get_tracing_state",
+    )
     found = tuple(getattr(torch._C, n, None) for n in names)
     return found if all(callable(f) for f in found) else None
 
@@ -150,7 +153,7 @@ def _triton() -> Any:
 
 
 def _backends(device_type: str) -> tuple[Any, ...]:
-    """The native backends to try for a device type, in order (the torch path follows)."""
+    """The native backends to try for a device type, in order (then the torch path)."""
     if device_type == "cpu":
         return (cpu,)
     if device_type == "cuda":
@@ -165,8 +168,14 @@ _route: Callable[[str], tuple[Any, ...]] = _backends
 
 
 def _dispatch(
-    out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int,
-    native: bool = True, first: Any = None,
+    out: Tensor,
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    layout: str,
+    rotary_dim: int,
+    native: bool = True,
+    first: Any = None,
 ) -> tuple[str, Runner | None]:
     """Run the first backend that takes the call: (its name, its runner or None).
     ``first``: a backend to try before the device's own (the Triton entry point's)."""
@@ -181,8 +190,14 @@ def _dispatch(
 
 
 def rotate_into(
-    out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str,
-    rotary_dim: int | None = None, *, native: bool = True,
+    out: Tensor,
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    layout: str,
+    rotary_dim: int | None = None,
+    *,
+    native: bool = True,
 ) -> str:
     """out = x·cos + rot(x)·sin on the first ``rotary_dim`` channels, the rest copied;
     returns which backend computed it: ``"cpu"``, ``"triton"`` or ``"torch"``.
@@ -195,18 +210,20 @@ def rotate_into(
     return _dispatch(out, x, cos, sin, layout, r, native)[0]
 
 
-# Autograd ------------------------------------------------------------------------------
+# Autograd ---------------------------------------------------------------------------
 
 
-def _rotate_new(x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int,
-                first: Any = None) -> Tensor:
+def _rotate_new(
+    x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int, first: Any = None
+) -> Tensor:
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
     _dispatch(out, x, cos, sin, layout, rotary_dim, first=first)
     return out
 
 
 def _table_grads(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
-    """The tables' gradients, Σ g·x (cos) and Σ g·rot(x) (sin), summed to their shapes."""
+    """The tables' gradients, Σ g·x (cos) and Σ g·rot(x) (sin), summed to their
+    shapes."""
     x, cos, sin = ctx.saved_tensors
     r, layout = ctx.rotary_dim, ctx.layout
     g, xr = grad[..., :r], x[..., :r]
@@ -228,8 +245,15 @@ class _Rotation(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, cos: Tensor, sin: Tensor, layout: str,
-                rotary_dim: int, first: Any = None) -> Tensor:
+    def forward(
+        ctx,
+        x: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        layout: str,
+        rotary_dim: int,
+        first: Any = None,
+    ) -> Tensor:
         ctx.layout, ctx.rotary_dim, ctx.first = layout, rotary_dim, first
         ctx.save_for_backward(x, cos, sin)
         return _rotate_new(x, cos, sin, layout, rotary_dim, first)
@@ -240,13 +264,18 @@ class _Rotation(torch.autograd.Function):
         dx = None
         if ctx.needs_input_grad[0]:
             sin_back = torch_path.backward_sin(sin, ctx.layout)
-            dx = _Rotation.apply(grad, cos, sin_back, ctx.layout, ctx.rotary_dim,
-                                 ctx.first)
+            dx = _Rotation.apply(
+                grad, cos, sin_back, ctx.layout, ctx.rotary_dim, ctx.first
+            )
         return (dx, *_table_grads(ctx, grad), None, None, None)
 
 
 def rotate(
-    x: Tensor, cos: Tensor, sin: Tensor, layout: str, out: Tensor | None = None,
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    layout: str,
+    out: Tensor | None = None,
     rotary_dim: int | None = None,
 ) -> Tensor:
     """``x·cos + rot(x)·sin`` by the fast paths, into ``out`` if given (chapter 09).
@@ -278,8 +307,9 @@ def _define_op() -> Any:
         return None
 
     @custom_op("ropelab::rotary", mutates_args=())
-    def rotary(x: Tensor, cos: Tensor, sin: Tensor, layout: str,
-               rotary_dim: int) -> Tensor:
+    def rotary(
+        x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int
+    ) -> Tensor:
         return _rotate_new(x, cos, sin, layout, rotary_dim)
 
     @rotary.register_fake
@@ -306,12 +336,17 @@ def _define_op() -> Any:
 _OP = _define_op()
 
 
-# The path of a checked call, and the replay of one like it -----------------------------
+# The path of a checked call, and the replay of one like it --------------------------
 
 
 def apply(
-    x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int,
-    out: Tensor | None, first: Any = None,
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    layout: str,
+    rotary_dim: int,
+    out: Tensor | None,
+    first: Any = None,
 ) -> Tensor:
     """:func:`ropelab.apply_rotary` after its checks: casts the tables to x's dtype,
     then the plain formula (forward-mode AD, torch.func), the custom operator
@@ -336,7 +371,9 @@ def apply(
             out = torch.empty_like(x, memory_format=torch.contiguous_format)
         _, runner = _dispatch(out, x, cos, sin, layout, rotary_dim, first=first)
         if runner is not None:
-            if given:  # a kernel's write, counted as torch's in-place operations count it
+            if (
+                given
+            ):  # a kernel's write, counted as torch's in-place operations count it
                 torch.autograd.graph.increment_version(out)
             if not cast and first is None:
                 _remember(runner, x, cos, sin, out, layout, rotary_dim, given)
@@ -349,15 +386,19 @@ _calls: dict[tuple, tuple[Runner, tuple[int, int, int, int], bool]] = {}
 
 
 def _signature(
-    x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int,
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    layout: str,
+    rotary_dim: int,
     out: Tensor | None,
 ) -> tuple:
     """What the checks and a backend's plan depend on besides the data pointers: types,
     devices, shapes, strides, dtypes, layout, rotary_dim and out (given or not)."""
     return (
-        type(x), x.device, x.shape, x.stride(), x.dtype, type(cos), cos.device, cos.shape,
-        cos.stride(), cos.dtype, type(sin), sin.device, sin.shape, sin.stride(),
-        sin.dtype, layout, rotary_dim,
+        type(x), x.device, x.shape, x.stride(), x.dtype,
+        type(cos), cos.device, cos.shape, cos.stride(), cos.dtype,
+        type(sin), sin.device, sin.shape, sin.stride(), sin.dtype, layout, rotary_dim,
         None if out is None else (type(out), out.device, out.shape, out.stride(),
                                   out.dtype),
     )  # fmt: skip
@@ -367,8 +408,14 @@ _PLAIN = (Tensor, torch.nn.Parameter)  # subclasses may have no data to point at
 
 
 def _remember(
-    runner: Runner, x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str,
-    rotary_dim: int, given: bool,
+    runner: Runner,
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    out: Tensor,
+    layout: str,
+    rotary_dim: int,
+    given: bool,
 ) -> None:
     """Keep the signature of a checked call that a native backend computed, so that
     :func:`_replay` can take the next call like it."""
@@ -384,7 +431,11 @@ def _remember(
 
 
 def _replay(
-    x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: object,
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    layout: str,
+    rotary_dim: object,
     out: Tensor | None,
 ) -> Tensor | None:
     """:func:`~ropelab.apply_rotary`'s result without its checks, for a call like one
@@ -413,23 +464,37 @@ def _replay(
     if call is None:
         return None
     if torch.is_grad_enabled() and (
-        x.requires_grad or cos.requires_grad or sin.requires_grad
+        x.requires_grad
+        or cos.requires_grad
+        or sin.requires_grad
         or (out is not None and out.requires_grad)
     ):
         return None
     if _traced() or getattr(_forward_ad, "_current_level", -1) >= 0:
         return None
-    if _is_functorch_wrapped(x) or _is_functorch_wrapped(cos) or _is_functorch_wrapped(sin):
+    if (
+        _is_functorch_wrapped(x)
+        or _is_functorch_wrapped(cos)
+        or _is_functorch_wrapped(sin)
+    ):
         return None
-    if (x.is_neg() or cos.is_neg() or sin.is_neg() or x._is_zerotensor()
-            or cos._is_zerotensor() or sin._is_zerotensor()):
+    if (
+        x.is_neg()
+        or cos.is_neg()
+        or sin.is_neg()
+        or x._is_zerotensor()
+        or cos._is_zerotensor()
+        or sin._is_zerotensor()
+    ):
         return None  # a lazy negation bit, or no data to point at
     runner, (nx, nc, ns, no), in_place = call
     if out is not None:
         if _is_functorch_wrapped(out) or out.is_neg() or out._is_zerotensor():
             return None
         po, px, pc, ps = out.data_ptr(), x.data_ptr(), cos.data_ptr(), sin.data_ptr()
-        end = po + no  # out's bytes [po, end) must miss x's (unless in place) and the tables'
+        end = (
+            po + no
+        )  # out's bytes [po, end) must miss x's (unless in place) and the tables'
         if not (in_place and po == px) and not (end <= px or px + nx <= po):
             return None  # the byte ranges meet: the full checks decide
         if not ((end <= pc or pc + nc <= po) and (end <= ps or ps + ns <= po)):

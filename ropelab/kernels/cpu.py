@@ -371,7 +371,7 @@ def _make_private_dirs(directory: Path) -> None:
             os.mkdir(path, 0o700)
         except FileExistsError:  # another process made it just now
             continue
-        os.chmod(path, 0o700)  # mkdir's mode is masked by the umask; 0700 is what we mean
+        os.chmod(path, 0o700)  # mkdir's mode is masked by the umask: 0700 meant
 
 
 @contextlib.contextmanager
@@ -406,7 +406,8 @@ def _find_or_build(cc: list[str], target: Path, state: dict[str, Any]) -> ctypes
             return _open(target)
         except (OSError, AttributeError) as exc:  # corrupt, truncated, not our library
             if attempt == 2:
-                raise RuntimeError(f"{target} does not load after a rebuild: {exc}") from exc
+                raise RuntimeError(
+                    f"{target} does not load after a rebuild: {exc}") from exc
             state["replaced"] = f"rebuilt {target.name}, which did not load"
             target.unlink(missing_ok=True)
     raise AssertionError("unreachable")

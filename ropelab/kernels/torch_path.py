@@ -51,11 +51,13 @@ def backward_sin(sin: Tensor, layout: str) -> Tensor:
 
 
 def turn(x: Tensor, layout: str) -> Tensor:
-    """rot(x): the 90° turn (a, b) -> (-b, a) of every pair of ``layout`` (03_pairing)."""
+    """rot(x): the 90° turn (a, b) -> (-b, a) of each pair of ``layout`` (ch. 03)."""
     return swap_pairs(x, layout, -1.0, 1.0)
 
 
-def formula(x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int) -> Tensor:
+def formula(
+    x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int
+) -> Tensor:
     """The plain formula ``x·cos + rot(x)·sin`` on the first ``rotary_dim`` channels,
     the rest passed through: what forward-mode AD and torch.func differentiate."""
     head = x[..., :rotary_dim]
@@ -92,15 +94,17 @@ def rotate_into(
 def _in_place(out: Tensor, x: Tensor) -> bool:
     """Whether out is x's memory (the contract allows that or no shared byte), asked
     without data pointers, which tracers' tensors lack."""
-    return (out is x or (torch._C._is_alias_of(out, x)
-                         and out.storage_offset() == x.storage_offset()
-                         and out.stride() == x.stride()))
+    return out is x or (
+        torch._C._is_alias_of(out, x)
+        and out.storage_offset() == x.storage_offset()
+        and out.stride() == x.stride()
+    )
 
 
 def _mul_fma(
     out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, h: int
 ) -> None:
-    """out = x·cos, then out_a −= x_b·sin_a and out_b += x_a·sin_b for each pair (a, b)."""
+    """out = x·cos, then out_a −= x_b·sin_a and out_b += x_a·sin_b, each pair (a, b)."""
     torch.mul(x, cos, out=out)
     if layout == "half_split":
         first, second = slice(0, h), slice(h, 2 * h)

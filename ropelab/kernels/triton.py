@@ -88,7 +88,8 @@ def _store(PTR, y, mask, BF16: tl.constexpr):
 # fmt: off
 @triton.jit
 def _load_pairs(PTR, base, sd, ok, rot_dim, other,
-                INTERLEAVED: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr):
+                INTERLEAVED: tl.constexpr, BLOCK_R: tl.constexpr,
+                BLOCK_H: tl.constexpr):
     """Both entries (a, b) of every pair of BLOCK_R rows, each (BLOCK_R, BLOCK_H).
 
     Interleaved: one contiguous load of the row's first 2·BLOCK_H channels,
@@ -146,10 +147,13 @@ def _load_tables(COS, SIN, POS, o, h, rows, in_row, n_pos, rot_dim,
         c_base = o * sc_o + h * sc_l + rows * sc_r
         s_base = o * ss_o + h * ss_l + rows * ss_r
     nan = float("nan")
-    ca, cb = _load_pairs(COS, c_base, sc_d, ok, rot_dim, nan, INTERLEAVED, BLOCK_R, BLOCK_H)
-    sa, sb = _load_pairs(SIN, s_base, ss_d, ok, rot_dim, nan, INTERLEAVED, BLOCK_R, BLOCK_H)
+    ca, cb = _load_pairs(COS, c_base, sc_d, ok, rot_dim, nan, INTERLEAVED, BLOCK_R,
+                         BLOCK_H)
+    sa, sb = _load_pairs(SIN, s_base, ss_d, ok, rot_dim, nan, INTERLEAVED, BLOCK_R,
+                         BLOCK_H)
     if WIDE64:
-        return ca.to(tl.float64), cb.to(tl.float64), sa.to(tl.float64), sb.to(tl.float64)
+        wide = tl.float64
+        return ca.to(wide), cb.to(wide), sa.to(wide), sb.to(wide)
     return ca.to(tl.float32), cb.to(tl.float32), sa.to(tl.float32), sb.to(tl.float32)
 
 
@@ -158,10 +162,12 @@ def _rotate_rows(X, OUT, o, h, rows, in_row, rot_dim, dim, ca, cb, sa, sb,
                  sx_o, sx_l, sx_r, sx_d, so_o, so_l, so_r, so_d,
                  INTERLEAVED: tl.constexpr, BF16: tl.constexpr, BLOCK_R: tl.constexpr,
                  BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr):
-    """Rotate the rows of head h: (a, b) -> (a·ca − b·sa, b·cb + a·sb); copy the tail."""
+    """Rotate the rows of head h: (a, b) -> (a·ca − b·sa, b·cb + a·sb); copy the
+    tail."""
     xb = o * sx_o + h * sx_l + rows * sx_r
     ob = o * so_o + h * so_l + rows * so_r
-    xa, xp = _load_pairs(X, xb, sx_d, in_row, rot_dim, 0.0, INTERLEAVED, BLOCK_R, BLOCK_H)
+    xa, xp = _load_pairs(X, xb, sx_d, in_row, rot_dim, 0.0, INTERLEAVED, BLOCK_R,
+                         BLOCK_H)
     xa = xa.to(ca.dtype)
     xp = xp.to(ca.dtype)
     ya = xa * ca - xp * sa  # x·cos + rot(x)·sin, pair by pair, every table entry
@@ -307,7 +313,8 @@ def _make_plan(out, x, cos, sin, pos, layout, r, k=None, out_k=None) -> _Plan | 
     half = triton.next_power_of_2(max(1, r // 2))
     tail = dim - r
     block_t = triton.next_power_of_2(tail) if tail > 0 else 0
-    block_r = max(1, min(triton.next_power_of_2(max(1, n_rows)), _TILE // (2 * half), 64))
+    rows_pow2 = triton.next_power_of_2(max(1, n_rows))
+    block_r = max(1, min(rows_pow2, _TILE // (2 * half), 64))
     n_blocks = triton.cdiv(n_rows, block_r)
     programs = n_outer * n_blocks
     if programs >= 2**31:
@@ -355,11 +362,12 @@ def _head_groups(device: torch.device, programs: int, heads: int) -> int:
     index = device.index if device.index is not None else torch.cuda.current_device()
     sms = _SMS.get(index)
     if sms is None:
-        sms = _SMS[index] = torch.cuda.get_device_properties(index).multi_processor_count
+        sms = torch.cuda.get_device_properties(index).multi_processor_count
+        _SMS[index] = sms
     return max(1, min(heads, triton.cdiv(4 * sms, programs)))
 
 
-# The launch ----------------------------------------------------------------------------
+# The launch -------------------------------------------------------------------------
 
 
 def _hooks_empty() -> bool:
@@ -399,8 +407,9 @@ def _launch(plan: _Plan, tensors: tuple, kernel: Any = None) -> None:
         if aligned and index == torch.cuda.current_device() and _hooks_empty():
             g0, g1, g2 = plan.grid
             stream = torch._C._cuda_getCurrentRawStream(index)
-            compiled.run(g0, g1, g2, stream, compiled.function, compiled.packed_metadata,
-                         None, None, None, *ptrs, *plan.ints, *plan.values)
+            compiled.run(g0, g1, g2, stream, compiled.function,
+                         compiled.packed_metadata, None, None, None, *ptrs, *plan.ints,
+                         *plan.values)
             return
     _triton_launch(plan, tensors, kernel)
 
@@ -409,13 +418,14 @@ def _triton_launch(plan: _Plan, tensors: tuple, kernel: Any = None) -> None:
     """Triton's own launch (it compiles on first use); keeps the compiled kernel for
     :func:`_launch` when the pointers are aligned and the direct launch applies."""
     device = plan.device
-    guard = torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+    cuda = device.type == "cuda"
+    guard = torch.cuda.device(device) if cuda else contextlib.nullcontext()
     with guard:
         compiled = (kernel or _rotary_kernel)[plan.grid](
             *tensors, *plan.ints, **plan.consts,
-            enable_fp_fusion=False,  # no fused multiply-adds: the plain formula's roundings
+            enable_fp_fusion=False,  # no fused multiply-add: the formula's roundings
         )
-    if (kernel is None and device.type == "cuda" and plan.compiled is None
+    if (kernel is None and cuda and plan.compiled is None
             and _launchable(compiled) and _DIRECT
             and not any(t.data_ptr() & 15 for t in tensors)):
         plan.compiled = compiled
@@ -425,7 +435,7 @@ def _triton_launch(plan: _Plan, tensors: tuple, kernel: Any = None) -> None:
 _DIRECT = os.environ.get("ROPELAB_TRITON_DIRECT", "1") != "0"
 
 
-# The backend contract (ropelab.kernels) ------------------------------------------------
+# The backend contract (ropelab.kernels) ---------------------------------------------
 
 _PLAIN = (Tensor, torch.nn.Parameter)
 _plans: dict[tuple, _Plan | None] = {}
@@ -474,7 +484,7 @@ def plan(
     return runner
 
 
-# The entry points ----------------------------------------------------------------------
+# The entry points -------------------------------------------------------------------
 
 
 def apply_rotary(
@@ -600,7 +610,8 @@ def _runnable(x: Tensor) -> None:
     if x.dtype not in _DTYPES:
         raise TypeError(f"x must be float32/64, bfloat16 or float16, got {x.dtype}")
     if x.ndim > 4:
-        raise ValueError(f"x must have 2 to 4 axes (..., seq, dim), got {tuple(x.shape)}")
+        raise ValueError(
+            f"x must have 2 to 4 axes (..., seq, dim), got {tuple(x.shape)}")
 
 
 def _check_positions(
@@ -778,8 +789,8 @@ def requested_bytes(
     # Interpreted twins of the kernel and of the jit functions it calls, so the
     # count runs the same program whether or not TRITON_INTERPRET is set.
     module = globals()
-    helpers = {name: f for name, f in module.items()
-               if name != "_rotary_kernel" and hasattr(f, "fn") and hasattr(f, "arg_names")}
+    helpers = {name: f for name, f in module.items() if name != "_rotary_kernel"
+               and hasattr(f, "fn") and hasattr(f, "arg_names")}
 
     def twin(f):
         if isinstance(f, interp.InterpretedFunction):
@@ -792,7 +803,8 @@ def requested_bytes(
     builder.create_masked_store = counted_store
     module.update({name: twin(f) for name, f in helpers.items()})
     try:
-        _triton_launch(plan_, (x, cos, sin, out, x, x, out), kernel=twin(_rotary_kernel))
+        _triton_launch(plan_, (x, cos, sin, out, x, x, out),
+                       kernel=twin(_rotary_kernel))
     finally:
         builder.create_masked_load, builder.create_masked_store = load, store
         module.update(helpers)
