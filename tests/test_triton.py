@@ -314,3 +314,48 @@ def test_a_plan_is_made_once_per_signature(monkeypatch):
     assert len(made) == 1
     kt.apply_rotary(x[:, :2], c, s)  # another shape: another plan
     assert len(made) == 2
+
+
+def bad_calls():
+    """(label, args, kwargs) of calls both entry points must refuse alike."""
+    x = randn(2, 3, 4, 8)
+    c, s = tables(range(4), 8, "half_split")
+    buf = torch.zeros(2 * 96 + 8)  # two storages over one buffer: from_numpy of slices
+    first = torch.from_numpy(buf.numpy()[:96]).view(2, 3, 4, 4).to(DEVICE)
+    shifted = torch.from_numpy(buf.numpy()[2:98]).view(2, 3, 4, 4).to(DEVICE)
+    c4, s4 = tables(range(4), 4, "half_split")
+    return [
+        ("rotary_dim float", (x, c, s), dict(rotary_dim=8.0)),
+        ("rotary_dim odd", (x, c, s), dict(rotary_dim=3)),
+        ("layout", (x, c, s), dict(layout="neox")),
+        ("int x", (x.int(), c, s), {}),
+        ("tables do not broadcast", (x, c[:2], s[:2]), {}),
+        ("out of another shape", (x, c, s), dict(out=torch.empty(2, 3, 4, 6, device=DEVICE))),
+        ("out overlaps x", (x[..., :4], c4, s4), dict(out=x[..., 2:6])),
+        ("out is a table", (x[0, 0], c, s), dict(out=s)),
+        ("two storages over one buffer", (first, c4, s4), dict(out=shifted)),
+        ("out requires grad", (x, c, s), dict(out=torch.empty_like(x).requires_grad_())),
+    ]
+
+
+@pytest.mark.parametrize("case", range(10))
+def test_the_triton_entry_point_refuses_what_apply_rotary_refuses(case):
+    label, args, kwargs = bad_calls()[case]
+    if label == "two storages over one buffer" and DEVICE != "cpu":
+        pytest.skip("from_numpy views are CPU memory")
+    errors = []
+    for fn in (ropelab.apply_rotary, kt.apply_rotary):
+        with pytest.raises((TypeError, ValueError)) as info:
+            fn(*args, **kwargs)
+        errors.append((type(info.value), str(info.value)))
+    assert errors[0] == errors[1], label
+
+
+def test_both_entry_points_rotate_in_place_alike():
+    x = randn(2, 3, 4, 8)
+    c, s = tables(range(4), 8, "interleaved")
+    a, b = x.clone(), x.clone()
+    assert ropelab.apply_rotary(a, c, s, layout="interleaved", out=a) is a
+    assert kt.apply_rotary(b, c, s, layout="interleaved", out=b) is b
+    assert_same(b, reference(x, c, s, "interleaved"))
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
