@@ -359,3 +359,58 @@ def test_both_entry_points_rotate_in_place_alike():
     assert kt.apply_rotary(b, c, s, layout="interleaved", out=b) is b
     assert_same(b, reference(x, c, s, "interleaved"))
     torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+AOT = r'''
+import re, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from ropelab.kernels import triton as kt
+
+fn = kt._rotary_kernel
+names = fn.arg_names
+channel = ("sx_d", "so_d", "sc_d", "ss_d", "sy_d", "sz_d")  # 1: specialised as constants
+found = []
+for dtype, layout in (("bf16", "interleaved"), ("fp32", "half_split")):
+    sig, consts, attrs = {}, {}, {}
+    flags = dict(INTERLEAVED=layout == "interleaved", HAS_POS=False, HAS_X2=True,
+                 TABLES_PER_HEAD=False, WIDE64=False, BF16=dtype == "bf16",
+                 BLOCK_R=32, BLOCK_H=64, BLOCK_T=0)
+    for i, n in enumerate(names):
+        if n in flags or n in channel:
+            sig[n] = "constexpr"
+            consts[(i,)] = flags.get(n, 1)
+        else:
+            sig[n] = f"*{dtype}" if i < 7 else "i32"
+            if n not in ("n_blocks", "n_loop", "n_loop2", "per_prog", "per_prog2",
+                         "n_rows", "n_pos"):  # pointers and strides: 16-aligned
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
+    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                         options={"enable_fp_fusion": False}).asm["ptx"]
+    ops = sorted(set(re.findall(r"(?:ld|st)\.global[.a-z0-9]*", ptx)))
+    found.append(f"{dtype} {layout} {' '.join(ops)} fma={'fma.rn' in ptx}")
+print("\n".join(found))
+'''
+
+
+@pytest.mark.slow
+def test_the_kernel_compiles_for_hopper_with_vector_loads_only():
+    # Without a GPU: Triton compiles the kernel to PTX for sm_90 (an H100/H200) with
+    # aligned pointers and unit channel strides, as a real launch specialises them.
+    # Every global load and store of x, the tables and the result is a 16-byte vector
+    # (interleaved pairs too: split in registers), and no fused multiply-add.
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", AOT], env=env, capture_output=True,
+                         text=True, timeout=600)
+    if run.returncode and "ptxas" in run.stderr:
+        pytest.skip("this Triton has no ptxas to compile with")
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.split("\n")
+    assert lines[0] == "bf16 interleaved ld.global.v4.b32 st.global.v4.b32 fma=False"
+    assert lines[1] == "fp32 half_split ld.global.v4.b32 st.global.v4.b32 fma=False"

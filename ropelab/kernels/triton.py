@@ -151,10 +151,13 @@ def _load_tables(COS, SIN, POS, o, h, rows, in_row, n_pos, rot_dim,
                          BLOCK_H)
     sa, sb = _load_pairs(SIN, s_base, ss_d, ok, rot_dim, nan, INTERLEAVED, BLOCK_R,
                          BLOCK_H)
-    if WIDE64:
-        wide = tl.float64
-        return ca.to(wide), cb.to(wide), sa.to(wide), sb.to(wide)
-    return ca.to(tl.float32), cb.to(tl.float32), sa.to(tl.float32), sb.to(tl.float32)
+    if WIDE64:  # (one return: Triton compiles a single exit)
+        ca, cb = ca.to(tl.float64), cb.to(tl.float64)
+        sa, sb = sa.to(tl.float64), sb.to(tl.float64)
+    else:
+        ca, cb = ca.to(tl.float32), cb.to(tl.float32)
+        sa, sb = sa.to(tl.float32), sb.to(tl.float32)
+    return ca, cb, sa, sb
 
 
 @triton.jit
