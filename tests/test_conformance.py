@@ -320,6 +320,10 @@ def test_torch_compile_sees_one_operator(layout):
     ops = [n.target for g in explain.graphs for n in g.graph.nodes
            if n.op == "call_function"]
     assert ops == [torch.ops.ropelab.rotary.default], ops
+    out = torch.empty(2, 3, 5, 16, dtype=torch.float64)
+    explain = torch._dynamo.explain(
+        lambda v, o: apply_rotary(v, c, s, layout=layout, out=o))(x.detach(), out)
+    assert explain.graph_count == 1 and explain.graph_break_count == 0  # out= too
     compiled = torch.compile(lambda v: apply_rotary(v, c, s, layout=layout),
                              fullgraph=True, backend="aot_eager")
     y = compiled(x)
