@@ -728,6 +728,7 @@ def test_writes_into_out_count_as_in_place_and_traces_see_the_formula(repeat):
 
 
 @needs_kernel
+@pytest.mark.slow  # a fresh build in a subprocess
 def test_under_umask_002_without_a_cache_the_new_directories_are_private(tmp_path):
     # a fresh home without ~/.cache, umask 002 (group-writable by default): every
     # directory the loader creates gets 0700, and the kernel loads from it
@@ -748,6 +749,7 @@ def test_under_umask_002_without_a_cache_the_new_directories_are_private(tmp_pat
 
 
 @needs_kernel
+@pytest.mark.slow  # four processes and a build
 def test_processes_starting_at_once_on_an_empty_cache_build_once(tmp_path):
     # four processes start together on an empty cache: one builds, the others wait on
     # the lock and load what it built
