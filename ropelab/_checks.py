@@ -318,3 +318,63 @@ def check_out_grad(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor) -> None:
                                     or sin.requires_grad or out.requires_grad):
         raise ValueError("out= cannot be used when x, cos, sin or out require grad "
                          "(autograd does not track out=)")
+
+
+def check_triton_x(x: Tensor, dtypes: Sequence[torch.dtype], interpreted: bool) -> None:
+    """Check the Triton kernel can take ``x``: a CUDA tensor (any tensor in Triton's
+    interpreter) of one of ``dtypes``, with 2 to 4 axes."""
+    if not (x.is_cuda or interpreted):
+        raise ValueError(f"x is on {x.device}: the Triton kernel needs a CUDA tensor "
+                         "(or TRITON_INTERPRET=1 set before importing triton)")
+    if x.dtype not in dtypes:
+        raise TypeError(f"x must be float32/64, bfloat16 or float16, got {x.dtype}")
+    if x.ndim > 4:
+        raise ValueError(
+            f"x must have 2 to 4 axes (..., seq, dim), got {tuple(x.shape)}")
+
+
+def check_positions(
+    x: Tensor, cos: object, sin: object, positions: object, rotary_dim: int
+) -> Tensor:
+    """Check ``(n_positions, rotary_dim)`` tables on x's device and integer positions
+    that broadcast against x's token axes; return the positions expanded to them.
+    Never reads a value (no device synchronisation): positions past the tables are
+    the kernel's to handle."""
+    for name, t in (("cos", cos), ("sin", sin)):
+        t = check_float_tensor(t, name)
+        if t.dim() != 2 or t.shape[1] != rotary_dim:
+            raise ValueError(f"{name} must be a (n_positions, {rotary_dim}) table, "
+                             f"got {tuple(t.shape)}")
+        if t.device != x.device:
+            raise ValueError(f"{name} is on {t.device} but x is on {x.device}")
+    if cos.shape != sin.shape:  # type: ignore[union-attr]
+        raise ValueError(f"cos and sin must have the same shape, got "
+                         f"{tuple(cos.shape)} and {tuple(sin.shape)}")  # type: ignore
+    if (not isinstance(positions, Tensor) or positions.dtype.is_floating_point
+            or positions.dtype.is_complex or positions.dtype == torch.bool):
+        got = getattr(positions, "dtype", type(positions).__name__)
+        raise TypeError(f"positions must be an integer tensor, got {got}")
+    if positions.device != x.device:
+        raise ValueError(f"positions are on {positions.device} but x is on {x.device}")
+    try:
+        return positions.expand(x.shape[:-1])
+    except RuntimeError:
+        raise ValueError(
+            f"positions of shape {tuple(positions.shape)} do not broadcast against "
+            f"x's token axes {tuple(x.shape[:-1])}"
+        ) from None
+
+
+def check_keys(q: Tensor, k: object) -> Tensor:
+    """Check ``k`` is like ``q`` (dtype, device, axes, head size) except for the number
+    of heads: at most one of the leading axes differs (grouped-query attention)."""
+    k = check_x(k, "k")
+    lead_q = (1,) * (4 - q.dim()) + tuple(q.shape[:-1])
+    lead_k = (1,) * (4 - k.dim()) + tuple(k.shape[:-1])
+    differ = sum(a != b for a, b in zip(lead_q[:3], lead_k[:3]))
+    if (k.dtype != q.dtype or k.device != q.device or k.dim() != q.dim()
+            or k.shape[-1] != q.shape[-1] or differ > 1):
+        raise ValueError(
+            f"k must be like q except for its number of heads: q {tuple(q.shape)} "
+            f"{q.dtype}, k {tuple(k.shape)} {k.dtype}")
+    return k

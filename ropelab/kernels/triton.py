@@ -44,8 +44,8 @@ from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
-from .._checks import check_apply, check_layout, check_out, check_out_grad
-from .._checks import check_rotary_dim, check_x
+from .._checks import check_apply, check_keys, check_layout, check_out, check_out_grad
+from .._checks import check_positions, check_rotary_dim, check_triton_x, check_x
 from . import torch_path
 
 __all__ = [
@@ -606,53 +606,6 @@ def _table_grad(pairs, table: Tensor, pos: Tensor | None, r: int, layout: str | 
     return total
 
 
-def _runnable(x: Tensor) -> None:
-    if not (x.is_cuda or _INTERPRET):
-        raise ValueError(f"x is on {x.device}: the Triton kernel needs a CUDA tensor "
-                         "(or TRITON_INTERPRET=1 set before importing triton)")
-    if x.dtype not in _DTYPES:
-        raise TypeError(f"x must be float32/64, bfloat16 or float16, got {x.dtype}")
-    if x.ndim > 4:
-        raise ValueError(
-            f"x must have 2 to 4 axes (..., seq, dim), got {tuple(x.shape)}")
-
-
-def _check_positions(
-    x: Tensor, cos: object, sin: object, positions: object, r: int
-) -> Tensor:
-    """Check the tables are (n_positions, r) on x's device and positions an integer
-    tensor that broadcasts against x's token axes; never reads their values."""
-    for name, t in (("cos", cos), ("sin", sin)):
-        if not isinstance(t, Tensor) or not t.is_floating_point():
-            got = getattr(t, "dtype", type(t).__name__)
-            raise TypeError(f"{name} must be a floating-point tensor, got {got}")
-        if t.dim() != 2 or t.shape[1] != r:
-            raise ValueError(f"{name} must be a (n_positions, {r}) table, "
-                             f"got {tuple(t.shape)}")
-        if t.device != x.device:
-            raise ValueError(f"{name} is on {t.device} but x is on {x.device}")
-    if cos.shape != sin.shape:  # type: ignore[union-attr]
-        raise ValueError(f"cos and sin must have the same shape, got "
-                         f"{tuple(cos.shape)} and {tuple(sin.shape)}")  # type: ignore
-    if (
-        not isinstance(positions, Tensor)
-        or positions.dtype.is_floating_point
-        or positions.dtype.is_complex
-        or positions.dtype == torch.bool
-    ):
-        got = getattr(positions, "dtype", type(positions).__name__)
-        raise TypeError(f"positions must be an integer tensor, got {got}")
-    if positions.device != x.device:
-        raise ValueError(f"positions are on {positions.device} but x is on {x.device}")
-    try:
-        return positions.expand(x.shape[:-1])
-    except RuntimeError:
-        raise ValueError(
-            f"positions of shape {tuple(positions.shape)} do not broadcast against "
-            f"x's token axes {tuple(x.shape[:-1])}"
-        ) from None
-
-
 def apply_rotary_at(
     x: Tensor,
     cos: Tensor,
@@ -693,8 +646,8 @@ def apply_rotary_at(
     x = check_x(x)
     layout = check_layout(layout)
     r = check_rotary_dim(rotary_dim, x)
-    pos = _check_positions(x, cos, sin, positions, r)
-    _runnable(x)
+    pos = check_positions(x, cos, sin, positions, r)
+    check_triton_x(x, _DTYPES, _INTERPRET)
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     if out is None:
         if torch.is_grad_enabled() and (
@@ -730,16 +683,8 @@ def apply_rotary_qk(
         (q rotated, k rotated), new tensors; differentiable.
     """
     q, layout, r, _ = check_apply(q, cos, sin, layout, rotary_dim, None)
-    k = check_x(k, "k")
-    _runnable(q)
-    q4, k4 = _pad4(q.shape, q.stride())[0], _pad4(k.shape, k.stride())[0]
-    differ = sum(a != b for a, b in zip(q4[:3], k4[:3]))
-    if k.dtype != q.dtype or k.device != q.device or k.dim() != q.dim() or \
-            k.shape[-1] != q.shape[-1] or differ > 1:
-        raise ValueError(
-            f"k must be like q except for its number of heads: q {tuple(q.shape)} "
-            f"{q.dtype}, k {tuple(k.shape)} {k.dtype}"
-        )
+    check_triton_x(q, _DTYPES, _INTERPRET)
+    k = check_keys(q, k)
     cos, sin = cos.to(q.dtype), sin.to(q.dtype)
     shape = (*q.shape[:-1], r)
     return _Rotate.apply(q, k, cos.expand(shape), sin.expand(shape), None, layout, r)
