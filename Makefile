@@ -142,8 +142,9 @@ $(TRITON_STAMP): $(STAMP)
 # Python and torch already installed (GPU_PYTHON) and installs nothing: on an offline
 # machine, bring the missing packages as wheels made by `make gpu-wheels` (README).
 GPU_PYTHON ?= python3
+GPU_CHECK_ARGS ?=
 gpu-check:
-	$(GPU_PYTHON) tools/gpu_check.py --out _build/gpu-check.json
+	$(GPU_PYTHON) tools/gpu_check.py --out _build/gpu-check.json $(GPU_CHECK_ARGS)
 
 # Wheels for an offline GPU machine (CPython 3.12, manylinux x86-64) into .whl/: the
 # notebook stack, transformers and Liger at the versions this environment has.

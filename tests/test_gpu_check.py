@@ -36,3 +36,17 @@ def test_without_cuda_it_says_so_and_writes_the_file(tmp_path, monkeypatch, caps
     assert data["device"] == {"cuda": False}
     assert data["versions"]["torch"] in (torch.__version__, torch.__version__.split("+")[0])
     assert "sees no CUDA device" in capsys.readouterr().err
+
+
+def test_steps_of_separate_calls_land_in_one_file(tmp_path, monkeypatch):
+    # two calls with different --steps on the same device: one file with both steps
+    monkeypatch.setattr(gpu_check, "device", lambda: {"cuda": True, "name": "Fake"})
+    monkeypatch.setattr(gpu_check, "run_step", lambda name, cmd, env, timeout: {
+        "step": name, "returncode": 0, "seconds": 0.0, "output_tail": ""})
+    monkeypatch.setattr(gpu_check, "junit_summary", lambda path: {"tests": 0})
+    out = tmp_path / "gpu.json"
+    assert gpu_check.main(["--out", str(out), "--steps", "tests"]) == 0
+    assert gpu_check.main(["--out", str(out), "--steps", "bench"]) == 0
+    assert set(json.loads(out.read_text())["steps"]) == {"tests", "bench"}
+    assert gpu_check.main(["--out", str(out), "--steps", "bench", "--fresh"]) == 0
+    assert set(json.loads(out.read_text())["steps"]) == {"bench"}

@@ -11,8 +11,10 @@ nothing fetched):
 and writes one JSON file (default ``_build/gpu-check.json``): versions, the
 device, each step's pytest summary and failures (from its JUnit report), the
 benchmark's results, and the seconds each step took. The file is rewritten
-after every step, so a run stopped early still leaves what it measured.
-Exit status 0 only when every step passed.
+after every step, so a run stopped early still leaves what it measured; a
+later call with other ``--steps`` on the same device adds to it (``--fresh``
+starts anew), so the steps can run in separate calls of a time-limited
+machine. Exit status 0 only when every step this call ran passed.
 
     python tools/gpu_check.py [--out PATH] [--steps tests,notebooks,bench] [--jobs N]
 """
@@ -133,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", default="tests,notebooks,bench")
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per step")
+    parser.add_argument("--fresh", action="store_true",
+                        help="drop the steps an earlier call wrote into --out")
     args = parser.parse_args(argv)
     out = ROOT / args.out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -141,6 +145,13 @@ def main(argv: list[str] | None = None) -> int:
         "device": device(),
         "steps": {},
     }
+    if out.exists() and not args.fresh:  # steps run in an earlier call stay (one file)
+        try:
+            earlier = json.loads(out.read_text())
+        except ValueError:
+            earlier = {}
+        if earlier.get("device") == report["device"]:
+            report["steps"] = earlier.get("steps", {})
     if not report["device"]["cuda"]:  # type: ignore[index]
         print("gpu-check: this torch sees no CUDA device", file=sys.stderr)
         out.write_text(json.dumps(report, indent=1))
@@ -195,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     for name in args.steps.split(","):
         result = run_step(name, steps[name], env, args.timeout)
+        result["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
         if name in ("tests", "notebooks"):
             result["summary"] = junit_summary(build / f"gpu-{name}.xml")
         elif (build / "gpu-bench.json").exists():
