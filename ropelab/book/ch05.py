@@ -1,4 +1,4 @@
-"""Chapter 05's plumbing (cache and decoding): the 2023 rotary module, references, tables.
+"""Chapter 05's plumbing (cache and decoding): the 2023 module, references, tables.
 
 The chapter shows the ideas in short cells; what it needs besides, the classic
 transformers module it dissects, references written independently of ropelab

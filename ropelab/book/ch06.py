@@ -72,7 +72,9 @@ def bound_mpmath(distances: Sequence[int], dim: int, base: float = 10000.0,
     import mpmath
 
     with mpmath.workdps(digits):
-        theta = [mpmath.mpf(base) ** (-mpmath.mpf(2 * j) / dim) for j in range(dim // 2)]
+        theta = [
+            mpmath.mpf(base) ** (-mpmath.mpf(2 * j) / dim) for j in range(dim // 2)
+        ]
         values = []
         for delta in distances:
             partial, total = mpmath.mpc(0), mpmath.mpf(0)

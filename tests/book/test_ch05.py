@@ -1,4 +1,4 @@
-"""Tests for ropelab.book.ch05: chapter 05's classic module, numpy references, tables."""
+"""Tests for ropelab.book.ch05: the classic module, numpy references, tables."""
 
 import math
 
@@ -108,7 +108,9 @@ def test_offset_damage_by_hand():
     hurt = ch05.offset_damage(right, wrong, scale=1.0)
     assert hurt["max_tv"] == pytest.approx(0.25, abs=1e-15)
     assert hurt["max_delta"] == pytest.approx(math.log(3.0))
-    swapped = ch05.offset_damage([torch.tensor([1.0, 0.0])], [torch.tensor([0.0, 1.0])], 1.0)
+    swapped = ch05.offset_damage(
+        [torch.tensor([1.0, 0.0])], [torch.tensor([0.0, 1.0])], 1.0
+    )
     assert swapped["moved"] == 1
 
 

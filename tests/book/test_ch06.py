@@ -19,9 +19,12 @@ LAYOUTS = ("half_split", "interleaved")
 @settings(max_examples=20, deadline=None)
 @given(half=st.integers(1, 8), position=st.integers(0, 5000))
 def test_rotate_numpy_matches_the_library(layout, half, position):
-    x = torch.randn(3, 2 * half, generator=torch.Generator().manual_seed(half), dtype=F64)
+    g = torch.Generator().manual_seed(half)
+    x = torch.randn(3, 2 * half, generator=g, dtype=F64)
     theta = ropelab.inv_freq(2 * half, 500.0, dtype=F64)
-    cos, sin = ropelab.cos_sin(torch.tensor([position]), theta, layout=layout, dtype=F64)
+    cos, sin = ropelab.cos_sin(
+        torch.tensor([position]), theta, layout=layout, dtype=F64
+    )
     want = ropelab.apply_rotary(x, cos, sin, layout=layout)
     got = ch06.rotate_numpy(x, position, 500.0, layout)
     np.testing.assert_allclose(got, want.numpy(), atol=1e-9, rtol=0)
@@ -31,8 +34,11 @@ def test_rotate_numpy_matches_the_library(layout, half, position):
 def test_score_numpy_is_the_rotated_dot_product(layout):
     g = torch.Generator().manual_seed(1)
     q, k = torch.randn(2, 16, generator=g, dtype=F64)
-    rotated = ch06.rotate_numpy(q, 40, 100.0, layout) @ ch06.rotate_numpy(k, 15, 100.0, layout)
-    assert ch06.score_numpy(q, k, [25], 100.0, layout)[0] == pytest.approx(rotated, abs=1e-12)
+    rotated = ch06.rotate_numpy(q, 40, 100.0, layout) @ ch06.rotate_numpy(
+        k, 15, 100.0, layout
+    )
+    score = ch06.score_numpy(q, k, [25], 100.0, layout)[0]
+    assert score == pytest.approx(rotated, abs=1e-12)
 
 
 def test_pairs_numpy_reads_the_layouts():
@@ -45,14 +51,16 @@ def test_pairs_numpy_reads_the_layouts():
 
 @pytest.mark.parametrize("dim", [4, 64, 128])
 def test_bound_mpmath_at_distance_zero(dim):
-    assert float(ch06.bound_mpmath([0], dim)[0]) == pytest.approx((dim / 2 + 1) / 2, abs=1e-15)
+    at_zero = float(ch06.bound_mpmath([0], dim)[0])
+    assert at_zero == pytest.approx((dim / 2 + 1) / 2, abs=1e-15)
 
 
 def test_bound_mpmath_closed_form_for_four_channels():
     theta1 = 100.0**-0.5
     for delta in (1, 3, 7, 30):
         want = 0.5 * (1 + 2 * abs(math.cos(delta * (1 - theta1) / 2)))
-        assert float(ch06.bound_mpmath([delta], 4, 100.0)[0]) == pytest.approx(want, abs=1e-14)
+        got = float(ch06.bound_mpmath([delta], 4, 100.0)[0])
+        assert got == pytest.approx(want, abs=1e-14)
 
 
 def test_bound_mpmath_matches_the_library_elsewhere():
