@@ -101,3 +101,25 @@ def test_the_shown_solution_of_exercise_1_is_the_shipped_one():
     assert defaults(namespace["first_lost"]) == defaults(solutions.first_lost)
     for dt in (torch.bfloat16, torch.float16):
         assert namespace["first_lost"](dt) == solutions.first_lost(dt)
+
+
+def test_number_spacing_figure_in_the_book_style():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ropelab.book import figures
+    from ropelab.book.figures import _style
+
+    fig = figures.ch08.number_spacing(max_value=2.0**20)
+    assert isinstance(fig, _style._BookFigure)
+    assert fig.get_figwidth() <= figures.MAX_WIDTH + 1e-9
+    assert fig.get_facecolor()[3] == 0.0
+    small = [t for t, pt in figures.rendered_font_sizes(fig)
+             if pt < figures.MIN_FONT_PT - 1e-6]
+    assert not small
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    x, gap = lines["bfloat16 (p = 8)"].get_data()
+    assert dict(zip(x, gap))[256.0] == 2.0  # bfloat16 stores every second integer there
+    x16, _ = lines["float16 (p = 11)"].get_data()
+    assert x16.max() == 65504.0
