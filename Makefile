@@ -63,7 +63,7 @@ CJK_DIR = $(VENV)/fontsource
 CJK_CSS = book/_static/fonts/cjk.css
 BOOK_SOURCES = $(wildcard book/*.md book/*.ipynb book/*.bib book/_static/*.css) _config.yml _toc.yml
 
-.PHONY: install book html pdf unit test lab lock clean distclean FORCE
+.PHONY: install book html pdf unit test lab lock clean distclean gpu-check gpu-wheels FORCE
 
 install: $(STAMP)
 
@@ -172,6 +172,21 @@ test: $(STAMP) $(CJK_CSS)
 $(TRITON_STAMP): $(STAMP)
 	$(BIN)/python -c "import triton" 2>/dev/null || $(BIN)/python -m pip install "$(TRITON)"
 	touch $@
+
+# The GPU check, on a machine with a CUDA torch: the package tests and every notebook
+# under strict nbval with ROPELAB_DEVICE=cuda, then `python -m ropelab.bench --device
+# cuda --json`, into one file, _build/gpu-check.json (tools/gpu_check.py). It uses the
+# Python and torch already installed (GPU_PYTHON) and installs nothing: on an offline
+# machine, bring the missing packages as wheels made by `make gpu-wheels` (README).
+GPU_PYTHON ?= python3
+GPU_CHECK_ARGS ?=
+gpu-check:
+	$(GPU_PYTHON) tools/gpu_check.py --out _build/gpu-check.json $(GPU_CHECK_ARGS)
+
+# Wheels for an offline GPU machine (CPython 3.12, manylinux x86-64) into .whl/: the
+# notebook stack, transformers and Liger at the versions this environment has.
+gpu-wheels: $(STAMP)
+	$(BIN)/python tools/gpu_wheels.py .whl
 
 # Jupyter refuses to run as root unless told to (containers, CI images).
 lab: $(STAMP)
