@@ -114,15 +114,14 @@ book: html
 # Notebooks run in strict nbval: every stored output must be reproduced.
 NBVAL = --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-# The package's unit and property tests, without the book: test_render.py
-# (which needs the built HTML and a browser) is left out.
+# The library's unit and property tests alone (tests/ without tests/book, which
+# holds the book's helpers' tests, the notebook rules and the render check).
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests --ignore=tests/test_render.py \
-		--ignore=tests/test_explorables.py -m "not slow" -q $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests --ignore=tests/book -m "not slow" -q $(XDIST) $(PYTEST_ARGS)
 
 # One pytest call: unit and property tests (tests/), every notebook in strict
 # nbval (book/), and the render check of the built HTML and PDF in headless
-# Chromium (tests/test_render.py, which needs both, hence `html pdf` first).
+# Chromium (tests/book/test_render.py, which needs both, hence `html pdf` first).
 # pytest exits non-zero when a test fails and also when none was collected (5).
 # The HTML build, the PDF and the Triton install run side by side (-j3, each
 # target's output kept together); they share nothing but the environment.

@@ -1,7 +1,7 @@
 """``python -m ropelab.bench``: apply_rotary timed against the memory floor, ``copy_``
 into a preallocated buffer.
 
-RoPE moves memory and does almost no arithmetic (:mod:`ropelab.cost`), so
+RoPE moves memory and does almost no arithmetic (chapter 09), so
 every time is reported as a ratio to the copy that reads and writes the same
 bytes into memory that is already allocated: ``out.copy_(x)``. Candidates
 are timed in interleaved rounds (floor, method, floor, method, ...), each
@@ -18,7 +18,7 @@ Two measurements:
   sequence length of the goals file, and a decoding step against the
   transformers formula; each goal is printed with whether it holds.
 * the **methods** (``--methods``): every formulation chapter 09 counts
-  (:data:`ropelab.cost.METHODS`) on a few shapes, each over ``copy_`` and
+  (:data:`METHODS`) on a few shapes, each over ``copy_`` and
   over the transformers formula, ``clone`` beside ``copy_`` to show what
   allocation costs.
 
@@ -43,14 +43,6 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor
 
-from .cost import (  # noqa: F401  (re-exported)
-    DTYPES,
-    METHODS,
-    Cost,
-    Traffic,
-    cost_model,
-    trace_traffic,
-)
 from .frequencies import inv_freq
 from .kernels import kernel_status, rotate_into
 from .matrix import rotation_matrix
@@ -75,6 +67,27 @@ __all__ = [
     "verdicts",
 ]
 
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "float64": torch.float64,
+}
+# The formulations --methods times (chapter 09 counts their bytes:
+# ropelab.book.cost.cost_model).
+METHODS: tuple[str, ...] = (
+    "copy_",
+    "clone",
+    "hf",
+    "complex",
+    "dense_R",
+    "ropelab_half_split",
+    "ropelab_interleaved",
+    "ropelab_half_split_out",
+    "ropelab_interleaved_out",
+    "torch_half_split_out",
+    "torch_interleaved_out",
+)
 DEFAULT_SHAPES: tuple[tuple[int, int, int, int], ...] = (
     (1, 32, 4096, 128),
     (8, 32, 512, 128),
@@ -86,11 +99,6 @@ SAMPLE_SECONDS = (
 )
 DATA = Path(__file__).parent / "data"
 DEFAULT_GOALS = DATA / "bench_goals.json"
-# The results chapter 09 reads, written by
-#   python -m ropelab.bench --methods --grid --dtype float32 --dtype bfloat16 \
-#       --json ropelab/data/bench_cpu.json
-# and shipped inside the package so that the chapter also runs in a hosted notebook.
-REFERENCE_RESULTS = DATA / "bench_cpu.json"
 
 
 # Timing -------------------------------------------------------------------------------
@@ -330,7 +338,7 @@ def run(
     min_time: float = 0.5,
     progress: Callable[[str], None] | None = None,
 ) -> list[Result]:
-    """Time every method of :data:`ropelab.cost.METHODS` for every shape and dtype,
+    """Time every method of :data:`METHODS` for every shape and dtype,
     rotating q and k.
 
     On a CUDA device it also times ropelab's Triton kernel, ``torch.compile``
@@ -724,7 +732,7 @@ def machine_info(device: torch.device) -> dict[str, object]:
 
 
 def load(
-    path: str | os.PathLike = REFERENCE_RESULTS,
+    path: str | os.PathLike,
 ) -> tuple[dict, list[Result], list[GridResult], list[dict]]:
     """Read a file written by ``--json``:
     ``(machine, method results, grid results, goals)``."""

@@ -12,7 +12,7 @@ import torch
 
 from ropelab import bench
 from ropelab.bench import GridResult, Result
-from ropelab.cost import METHODS
+from ropelab.bench import METHODS
 
 SMALL_GOALS = [
     {
@@ -294,13 +294,6 @@ def test_main_without_cuda(monkeypatch, capsys):
         and "sees no CUDA device" in err
         and "--device cpu" in err
     )
-
-
-def test_the_shipped_results_file_loads():
-    machine, results, grid, goals = bench.load()
-    assert machine["device"] == "cpu" and goals == bench.load_goals()
-    assert {r.method for r in results} == set(METHODS)
-    assert {r.against for r in grid} == {"copy_", "hf"}
 
 
 def test_gpu_methods_list_the_triton_kernel_and_the_others():

@@ -20,7 +20,7 @@ q and k:
 
 Meta's original LLaMA and Llama 3.1 code is not in transformers: its
 ``precompute_freqs_cis``/``apply_rotary_emb`` (and Llama 3.1's
-``apply_scaling``) are written out once in ``ropelab.reference``, from
+``apply_scaling``) are written out once in ``ropelab.book.reference``, from
 meta-llama/llama ``llama/model.py`` and meta-llama/llama-models
 ``models/llama3/reference_impl/model.py``.
 Qwen2-VL's M-RoPE is multi-axis: chapter 10 and tests/test_multi_axis.py check it.
@@ -43,7 +43,7 @@ from ropelab import (
     scaled_inv_freq,
     to_half_split,
 )
-from ropelab import reference
+from ropelab.book import reference
 from ropelab.scaling import yarn_mscale
 
 try:  # the model families' own code; Meta's rows are checked without it
@@ -167,7 +167,7 @@ def half_split_family(monkeypatch, modeling, rotary_cls, attn_cls, config, rope,
     return rotary, attn
 
 
-# Meta's original code (not in transformers), written out once in ropelab.reference ----
+# Meta's original code (not in transformers), written out once in ropelab.book.reference ---
 
 meta_precompute_freqs_cis = reference.precompute_freqs_cis  # LLaMA 1/2, llama/model.py
 meta3_precompute_freqs_cis = reference.precompute_freqs_cis  # Llama 3.1, with use_scaled

@@ -20,7 +20,7 @@ import torch
 
 from ropelab.kernels import cpu as _native
 from ropelab import apply_rotary, cos_sin, inv_freq, rotate_half
-from ropelab.bench import trace_traffic
+from ropelab.book.cost import trace_traffic
 from ropelab.rotary import rotate_interleaved
 
 LAYOUTS = ["half_split", "interleaved"]

@@ -13,7 +13,6 @@ from ropelab import (
     positions_from_mask,
     rerotate_keys,
 )
-from ropelab.solutions import ch12
 
 F64 = torch.float64
 
@@ -96,7 +95,6 @@ def test_packed_restarts_and_round_trips(lengths):
 
     (cu_q, cu_k), _ = prepare_fa_kwargs_from_position_ids(pos[None])
     assert cu_q.tolist() == cu.tolist() == cu_k.tolist()
-    assert torch.equal(ch12.cu_seqlens_from_positions(pos), cu)
 
 
 def test_packed_equals_transformers_collator():
@@ -206,24 +204,3 @@ def test_rerotate_errors():
         rerotate_keys(k, torch.tensor([1, 2, 3]), f)
     with pytest.raises(ValueError, match="layout must be one of"):
         rerotate_keys(k, 1, f, layout="neox")
-
-
-# --- the chapter's exercises ---------------------------------------------
-
-
-def test_next_positions_continue_the_prompt():
-    mask = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
-    assert ch12.next_positions(mask).tolist() == [[2], [4]]
-    grown = torch.cat((mask, torch.ones(2, 1, dtype=torch.long)), dim=1)
-    assert torch.equal(ch12.next_positions(mask), positions_from_mask(grown)[:, -1:])
-
-
-def test_evict_equals_encoding_the_kept_tokens_afresh():
-    torch.manual_seed(0)
-    raw = torch.randn(2, 20, 16, dtype=F64)
-    f = inv_freq(16, dtype=F64)
-    cache = encode(raw, torch.arange(20), f, "half_split")
-    kept = torch.cat((raw[:, :4], raw[:, 14:]), dim=1)  # 4 sinks, a window of 6
-    want = encode(kept, torch.arange(10), f, "half_split")
-    torch.testing.assert_close(ch12.evict(cache, 4, 6, f), want, atol=1e-13, rtol=0)
-    assert torch.equal(ch12.evict(cache[:, :8], 4, 6, f), cache[:, :8])

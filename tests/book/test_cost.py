@@ -1,10 +1,10 @@
-"""Tests for ropelab.cost: the cost model counted by hand, and against a trace of what torch runs."""
+"""Tests for ropelab.book.cost: the cost model counted by hand, and against a trace of what torch runs."""
 
 import pytest
 import torch
 
 from ropelab import bench
-from ropelab.cost import METHODS, cost_model, trace_traffic
+from ropelab.book.cost import BENCH_CPU, METHODS, cost_model, trace_traffic
 from ropelab.matrix import elementwise_flops, matmul_flops
 
 # The cost model, worked out by hand for d = 128 (per token-head, bytes).
@@ -209,3 +209,11 @@ def test_model_matches_trace_of_every_benchmarked_method(dtype):
             assert traced.bytes_allocated == model.bytes_allocated * token_heads, name
         elif not name.endswith("_out"):  # a fresh result at least
             assert traced.bytes_allocated >= 16 * q.element_size() * token_heads, name
+
+
+def test_the_shipped_results_file_loads():
+    # chapter 09 reads the benchmark's file from the book's data
+    machine, results, grid, goals = bench.load(BENCH_CPU)
+    assert machine["device"] == "cpu" and goals == bench.load_goals()
+    assert {r.method for r in results} == set(METHODS)
+    assert {r.against for r in grid} == {"copy_", "hf"}

@@ -1,4 +1,4 @@
-"""Tests for ropelab.plot: each figure function returns a labelled Figure.
+"""Tests for ropelab.book.figures: each figure function returns a labelled Figure.
 
 Every figure any test here makes is also held to the book's style (the
 autouse fixture below): text at least MIN_FONT_PT as rendered in the book
@@ -12,7 +12,9 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.text import Annotation
 
-from ropelab import decay_bound, plot
+from ropelab import decay_bound
+from ropelab.book import figures
+from ropelab.book.figures import _style
 from ropelab.attention import rope_scores, score_at_distance
 
 matplotlib.use("Agg")
@@ -22,46 +24,62 @@ matplotlib.use("Agg")
 
 @pytest.fixture(autouse=True)
 def book_style_of_every_figure(monkeypatch):
-    """Check the style of every figure a test makes (through plot._new_figure)."""
+    """Check the style of every figure a test makes (through _style.new_figure)."""
     made = []
-    new_figure = plot._new_figure
+    new_figure = _style.new_figure
 
     def recording(*args, **kwargs):
         fig, axes = new_figure(*args, **kwargs)
         made.append(fig)
         return fig, axes
 
-    monkeypatch.setattr(plot, "_new_figure", recording)
+    for module in (_style, *figures.CHAPTERS):
+        monkeypatch.setattr(module, "new_figure", recording)
     yield
     for fig in made:
-        assert isinstance(fig, plot._BookFigure)
-        assert fig.get_figwidth() <= plot.MAX_WIDTH + 1e-9
+        assert isinstance(fig, _style._BookFigure)
+        assert fig.get_figwidth() <= figures.MAX_WIDTH + 1e-9
         # transparent: the figure sits on light and dark pages alike
         assert fig.get_facecolor()[3] == 0.0
-        sizes = plot.rendered_font_sizes(fig)
+        sizes = figures.rendered_font_sizes(fig)
         title = fig.get_suptitle()
-        small = [(t, round(pt, 2)) for t, pt in sizes if pt < plot.MIN_FONT_PT - 1e-6]
-        assert not small, f"{title!r}: text under {plot.MIN_FONT_PT} pt as rendered: {small}"
+        small = [(t, round(pt, 2)) for t, pt in sizes if pt < figures.MIN_FONT_PT - 1e-6]
+        assert not small, f"{title!r}: text under {figures.MIN_FONT_PT} pt as rendered: {small}"
+
+
+def test_every_figure_module_draws_through_the_style_and_is_re_exported():
+    # the fixture above sees a figure only if its module makes it with _style.new_figure
+    import inspect
+
+    for module in figures.CHAPTERS:
+        assert module.new_figure is _style.new_figure, module.__name__
+        doc = (module.__doc__ or "").splitlines()
+        assert doc and doc[0].strip(), f"{module.__name__}: no first docstring line"
+        for name in module.__all__:
+            assert getattr(figures, name) is getattr(module, name), name
+            assert inspect.isfunction(getattr(module, name)) and name in figures.__all__
+    exported = [n for m in figures.CHAPTERS for n in m.__all__]
+    assert len(exported) == len(set(exported)), "two chapters export one name"
 
 
 def test_style_raises_small_text_and_scales_wide_figures():
-    fig, ax = plot._new_figure(width=14.0, height=6.0)
-    assert tuple(fig.get_size_inches()) == pytest.approx((plot.MAX_WIDTH, 6.0 * plot.MAX_WIDTH / 14.0))
+    fig, ax = _style.new_figure(width=14.0, height=6.0)
+    assert tuple(fig.get_size_inches()) == pytest.approx((figures.MAX_WIDTH, 6.0 * figures.MAX_WIDTH / 14.0))
     ax.plot([0, 1], [0, 1], label="a line")
     ax.set_title("tiny", fontsize=5)
     ax.legend(fontsize="xx-small")
     ax.set_xlabel("x (units)", fontsize=6)
     ax.tick_params(labelsize=4)
-    sizes = dict(plot.rendered_font_sizes(fig))
-    assert min(sizes.values()) >= plot.MIN_FONT_PT - 1e-6
+    sizes = dict(figures.rendered_font_sizes(fig))
+    assert min(sizes.values()) >= figures.MIN_FONT_PT - 1e-6
     assert {"tiny", "a line", "x (units)"} <= set(sizes)
 
 
 def test_rendered_size_follows_the_column():
-    fig, ax = plot._new_figure(width=3.0, height=2.0)
+    fig, ax = _style.new_figure(width=3.0, height=2.0)
     ax.set_xlabel("x", fontsize=10)
-    narrow = dict(plot.rendered_font_sizes(fig, column_px=50))["x"]
-    wide = dict(plot.rendered_font_sizes(fig, column_px=10_000))["x"]
+    narrow = dict(figures.rendered_font_sizes(fig, column_px=50))["x"]
+    wide = dict(figures.rendered_font_sizes(fig, column_px=10_000))["x"]
     # a 3 in figure at 192 dpi is ~576 px: a 50 px column shrinks it,
     # a wide one shows it at its natural size, twice its size in inches
     assert narrow < 3 < wide
@@ -79,12 +97,12 @@ def test_rendered_size_follows_the_column():
     ],
 )
 def test_wrap_title_keeps_math_whole(title, chars, expected):
-    assert plot._wrap_title(title, chars) == expected
+    assert _style.wrap_title(title, chars) == expected
 
 
 def test_long_title_is_wrapped_to_the_figure():
-    fig, _ = plot._new_figure(width=4.0, height=3.0)
-    plot._finish(fig, "word " * 40)
+    fig, _ = _style.new_figure(width=4.0, height=3.0)
+    _style.finish(fig, "word " * 40)
     assert fig.get_suptitle().count("\n") >= 2
 
 
@@ -92,7 +110,7 @@ def test_long_title_is_wrapped_to_the_figure():
 
 
 def test_frequency_spectrum():
-    fig = plot.frequency_spectrum(dim=128, bases=(1e4, 5e5), context_len=8192)
+    fig = figures.frequency_spectrum(dim=128, bases=(1e4, 5e5), context_len=8192)
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 2
     ax_theta, ax_lambda = fig.axes
@@ -111,7 +129,7 @@ def test_frequency_spectrum():
 
 
 def test_frequency_spectrum_without_context_line():
-    fig = plot.frequency_spectrum(dim=16, bases=(1e4,), context_len=None)
+    fig = figures.frequency_spectrum(dim=16, bases=(1e4,), context_len=None)
     assert len(fig.axes[1].get_lines()) == 1
 
 
@@ -119,7 +137,7 @@ def test_frequency_spectrum_without_context_line():
 
 
 def test_pair_rotation_panels_and_zoom():
-    fig = plot.pair_rotation(thetas=(1.0, 1e-4), positions=range(8))
+    fig = figures.pair_rotation(thetas=(1.0, 1e-4), positions=range(8))
     assert isinstance(fig, Figure)
     # two panels, and one zoom inset in the slow pair's panel only
     assert len(fig.axes) == 2
@@ -135,14 +153,14 @@ def test_pair_rotation_panels_and_zoom():
 
 
 def test_pair_rotation_fast_only_has_no_inset():
-    fig = plot.pair_rotation(thetas=(1.0,), positions=range(4), pair=(0.6, 0.8))
+    fig = figures.pair_rotation(thetas=(1.0,), positions=range(4), pair=(0.6, 0.8))
     assert len(fig.axes) == 1 and not fig.axes[0].child_axes
     labels = sorted(t.get_text() for t in fig.axes[0].texts if t.get_text())
     assert labels == ["m=0", "m=1", "m=2", "m=3"]
 
 
 def test_pair_score_lines_and_labels():
-    fig = plot.pair_score(thetas=(1.0, 0.1), distances=range(-5, 6))
+    fig = figures.pair_score(thetas=(1.0, 0.1), distances=range(-5, 6))
     assert isinstance(fig, Figure)
     (ax,) = fig.axes
     assert len(ax.lines) == 4  # two score curves and the ±|q||k| bounds
@@ -158,7 +176,7 @@ def test_pair_score_lines_and_labels():
 
 
 def test_rotation_matrix_sparsity():
-    fig = plot.rotation_matrix_sparsity(dim=8, position=5)
+    fig = figures.rotation_matrix_sparsity(dim=8, position=5)
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 3  # two layouts and a colour bar
     for ax in fig.axes[:2]:
@@ -172,7 +190,7 @@ def test_rotation_matrix_sparsity():
 
 
 def test_rotation_cost():
-    fig = plot.rotation_cost(dims=(8, 16, 32))
+    fig = figures.rotation_cost(dims=(8, 16, 32))
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 2
     assert [len(ax.get_lines()) for ax in fig.axes] == [2, 3]
@@ -187,7 +205,7 @@ def test_rotation_cost():
 
 @pytest.mark.parametrize("dim", [4, 8, 16])
 def test_pairing_diagram(dim):
-    fig = plot.pairing_diagram(dim)
+    fig = figures.pairing_diagram(dim)
     assert isinstance(fig, Figure)
     (ax,) = fig.axes
     assert ax.get_xlabel() and ax.get_ylabel()
@@ -201,7 +219,7 @@ def test_pairing_diagram(dim):
 
 def test_score_comparison():
     a = torch.randn(6, 6)
-    fig = plot.score_comparison(a, a + 1.0, labels=("left", "right"))
+    fig = figures.score_comparison(a, a + 1.0, labels=("left", "right"))
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 5                    # three heatmaps and two colour bars
     heatmaps = fig.axes[:3]
@@ -210,14 +228,14 @@ def test_score_comparison():
         assert ax.get_xlabel() and ax.get_ylabel() and len(ax.images) == 1
     assert all(ax.get_ylabel() for ax in fig.axes[3:])   # colour bars are labelled
     with pytest.raises(ValueError):
-        plot.score_comparison(a, a[:3])
+        figures.score_comparison(a, a[:3])
 
 
 # --- 08_numerics ---
 
 
 def test_angle_precision():
-    fig = plot.angle_precision(dim=16, bases=(1e4, 5e5), n_positions=30)
+    fig = figures.angle_precision(dim=16, bases=(1e4, 5e5), n_positions=30)
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 2  # one panel per base
     for ax in fig.axes:
@@ -232,14 +250,14 @@ def test_angle_precision():
     f16 = next(line for line in fig.axes[0].get_lines() if line.get_label() == "float16, measured")
     x, y = f16.get_data()
     assert all(v != v for v, p in zip(y, x) if p > 65504) and all(v == v for v, p in zip(y, x) if p < 65504)
-    fig2 = plot.angle_precision(dim=16, bases=(1e4,), n_positions=10, cos_in_angle_dtype=True)
+    fig2 = figures.angle_precision(dim=16, bases=(1e4,), n_positions=10, cos_in_angle_dtype=True)
     assert len(fig2.axes) == 1 and "angle's dtype" in fig2.get_suptitle()
 
 # --- 05_cache_and_decoding ---
 
 
 def test_cos_table():
-    fig = plot.cos_table(dim=8, n_positions=16)
+    fig = figures.cos_table(dim=8, n_positions=16)
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 3  # two layouts and a colour bar
     half, inter = fig.axes[:2]
@@ -255,13 +273,13 @@ def test_cos_table():
     assert len(half.get_lines()) == 1  # the dashed line at channel d/2
     assert fig.axes[2].get_ylabel()
     assert fig.get_suptitle()
-    assert len(plot.cos_table(dim=8, n_positions=4, layouts=("half_split",)).axes) == 2
+    assert len(figures.cos_table(dim=8, n_positions=4, layouts=("half_split",)).axes) == 2
 
 
 def test_decode_scores():
     right = torch.tensor([1.0, 2.0, 3.0, 4.0])
     wrong = torch.tensor([4.0, 3.0, 4.0, 4.0])
-    fig = plot.decode_scores(right, wrong, prompt_len=2, scale=0.5)
+    fig = figures.decode_scores(right, wrong, prompt_len=2, scale=0.5)
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 2
     for ax in fig.axes:
@@ -272,7 +290,7 @@ def test_decode_scores():
     assert weights.sum() == pytest.approx(1.0)
     assert fig.get_suptitle()
     with pytest.raises(ValueError, match="same length"):
-        plot.decode_scores(right, wrong[:3], prompt_len=2)
+        figures.decode_scores(right, wrong[:3], prompt_len=2)
 
 
 # --- 06_attention_and_decay ---
@@ -284,7 +302,7 @@ def _labelled(ax):
 
 def test_toeplitz_scores_heatmap():
     q, k = torch.randn(2, 8, dtype=torch.float64)
-    fig = plot.toeplitz_scores(rope_scores(q.expand(6, 8), k.expand(6, 8)))
+    fig = figures.toeplitz_scores(rope_scores(q.expand(6, 8), k.expand(6, 8)))
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 2  # the heatmap and its colorbar
     assert _labelled(fig.axes[0]) and len(fig.axes[0].images) == 1
@@ -294,7 +312,7 @@ def test_long_term_decay_two_panels():
     d = torch.arange(20)
     q, k = torch.randn(2, 5, 8, dtype=torch.float64)
     ones = torch.ones(8, dtype=torch.float64)
-    fig = plot.long_term_decay(
+    fig = figures.long_term_decay(
         d, decay_bound(d, 8), random_mean_abs=score_at_distance(q, k, d).abs().mean(0),
         equal_qk=score_at_distance(ones, ones, d), dim=8, base=1e4,
     )
@@ -305,7 +323,7 @@ def test_long_term_decay_two_panels():
 
 
 def test_pair_turns_one_line_per_base_plus_the_one_turn_line():
-    fig = plot.pair_turns(dim=16, bases=(1e4, 5e5, 1e6), context=1024)
+    fig = figures.pair_turns(dim=16, bases=(1e4, 5e5, 1e6), context=1024)
     assert isinstance(fig, Figure) and len(fig.axes) == 1
     ax = fig.axes[0]
     assert _labelled(ax) and ax.get_yscale() == "log"
@@ -322,7 +340,7 @@ def test_bench_ratios():
 
     results = bench.run([(1, 2, 8, 16), (2, 1, 1, 16)], ("float32", "bfloat16"), min_runs=1, min_time=0)
     results[-1].best_s = results[-1].ratio_floor = results[-1].ratio_hf = None  # a skipped method: no bar
-    fig = plot.bench_ratios(results)
+    fig = figures.bench_ratios(results)
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 2  # one panel per dtype
     n_methods = len(bench.METHODS) - 1  # the floor is the line at 1, not a bar
@@ -338,7 +356,7 @@ def test_bench_ratios():
     # the ticks of the cost model: the HF formula moves five times the floor's bytes
     assert fig.axes[0].collections[0].get_offsets()[1][1] == 5.0
     # dicts from a --json file work the same, and the model ticks can be left out
-    fig2 = plot.bench_ratios([asdict(r) for r in results if r.dtype == "float32"], model=False)
+    fig2 = figures.bench_ratios([asdict(r) for r in results if r.dtype == "float32"], model=False)
     assert len(fig2.axes) == 1 and not fig2.axes[0].collections
 
 # --- 10_multi_axis ---
@@ -357,7 +375,7 @@ def test_patch_score_maps_one_heatmap_per_variant():
     theta = axial_theta_xy(16, 100.0, dtype=torch.float64)
     c, s = math.cos(math.pi / 4), math.sin(math.pi / 4)
     turned = theta @ torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
-    fig = plot.patch_score_maps(q, q, {"axial": theta, "mixed, turned 45°": turned}, rows=6, cols=5, query_xy=(2, 3))
+    fig = figures.patch_score_maps(q, q, {"axial": theta, "mixed, turned 45°": turned}, rows=6, cols=5, query_xy=(2, 3))
     assert isinstance(fig, Figure)
     panels = [ax for ax in fig.axes if ax.images]
     assert len(panels) == 2 and len(fig.axes) == 4  # two heatmaps, two colour bars
@@ -368,13 +386,13 @@ def test_patch_score_maps_one_heatmap_per_variant():
     # q = k: the query patch itself has the largest score, |q|^2
     assert panels[0].images[0].get_array()[3, 2] == pytest.approx(float(q @ q), rel=1e-12)
     with pytest.raises(ValueError, match="query_xy"):
-        plot.patch_score_maps(q, q, {"axial": theta}, rows=4, cols=4, query_xy=(4, 0))
+        figures.patch_score_maps(q, q, {"axial": theta}, rows=4, cols=4, query_xy=(4, 0))
 
 # --- 07_context_extension ---
 
 
 def test_context_extension_factors():
-    fig = plot.context_extension_factors(dim=128, base=1e4, original=4096, factor=8.0,
+    fig = figures.context_extension_factors(dim=128, base=1e4, original=4096, factor=8.0,
                                          longrope_factors=[1.0 + j / 7 for j in range(64)])
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 1
@@ -392,10 +410,10 @@ def test_context_extension_factors():
 
 
 def test_context_extension_factors_optional_lines():
-    fig = plot.context_extension_factors(dim=64, dynamic_len=None, llama3=None)
+    fig = figures.context_extension_factors(dim=64, dynamic_len=None, llama3=None)
     assert len(fig.axes[0].get_lines()) == 4  # PI, NTK-aware, YaRN and the vertical line
     with pytest.raises(ValueError, match="dim // 2 = 32"):
-        plot.context_extension_factors(dim=64, longrope_factors=[1.0] * 3)
+        figures.context_extension_factors(dim=64, longrope_factors=[1.0] * 3)
 
 
 # --- chapter 07's per-section figures ---
@@ -408,12 +426,12 @@ def _labels(fig):
 
 def test_chapter_07_section_figures_have_labelled_axes_and_legends():
     figs = [
-        plot.pi_interpolation([0, 0.5, 1], [1.0, 0.8, 0.5], [0, 1], [1.0, 0.5], [0, 0.1, 0]),
-        plot.angle_overshoot({"PI": [0.5, 1.0, 1.0]}, first_slow=1),
-        plot.yarn_ramps([1, 0.5, 0], [1, 0.7, 0], j_low=0, j_high=2),
-        plot.attention_temperature([2, 4], {"YaRN": [1.1, 1.3]}),
-        plot.llama3_bands([10, 3000, 9000], [1, 3, 8], high_wavelength=2048, low_wavelength=8192),
-        plot.longrope_factors([1, 1.1], [1, 9], first_slow=1),
+        figures.pi_interpolation([0, 0.5, 1], [1.0, 0.8, 0.5], [0, 1], [1.0, 0.5], [0, 0.1, 0]),
+        figures.angle_overshoot({"PI": [0.5, 1.0, 1.0]}, first_slow=1),
+        figures.yarn_ramps([1, 0.5, 0], [1, 0.7, 0], j_low=0, j_high=2),
+        figures.attention_temperature([2, 4], {"YaRN": [1.1, 1.3]}),
+        figures.llama3_bands([10, 3000, 9000], [1, 3, 8], high_wavelength=2048, low_wavelength=8192),
+        figures.longrope_factors([1, 1.1], [1, 9], first_slow=1),
     ]
     for fig in figs:
         xlabel, ylabel, legend = _labels(fig)
@@ -424,25 +442,25 @@ def test_chapter_07_section_figures_have_labelled_axes_and_legends():
 
 
 def test_stale_cache_error_one_line():
-    fig = plot.stale_cache_error([0, 1, 2], [0.0, 0.5, 1.0])
+    fig = figures.stale_cache_error([0, 1, 2], [0.0, 0.5, 1.0])
     assert len(fig.axes[0].lines) == 1 and "position" in fig.axes[0].get_xlabel()
 
 
 def test_angle_error_sources_one_line_per_source():
-    fig = plot.angle_error_sources([1, 10, 100], {"frequency": [1e-8, 1e-7, 1e-6], "cos": 3e-8},
+    fig = figures.angle_error_sources([1, 10, 100], {"frequency": [1e-8, 1e-7, 1e-6], "cos": 3e-8},
                                    base=10000.0, dim=8)
     ax = fig.axes[0]
     assert len(ax.lines) == 2 and ax.get_xscale() == "log" and "position" in ax.get_xlabel()
 
 def test_cost_bars():
-    fig = plot.cost_bars(["copy_", "clone", "hf"], dim=16, dtype="bfloat16")
+    fig = figures.cost_bars(["copy_", "clone", "hf"], dim=16, dtype="bfloat16")
     ax = fig.axes[0]
     heights = [p.get_height() for p in ax.patches]
     # read, written (stacked) and allocated per method, over the floor 2ds: hf reads 2.75, writes 2.25
     assert heights[:3] == [0.5, 0.5, 2.75] and heights[3:6] == [0.5, 0.5, 2.25] and heights[6:] == [0.0, 0.5, 2.25]
     assert ax.get_ylabel() and ax.get_xlabel() == "method" and fig.get_suptitle()
     with pytest.raises(ValueError, match="methods is empty"):
-        plot.cost_bars([])
+        figures.cost_bars([])
 
 
 def test_bench_grid():
@@ -453,12 +471,12 @@ def test_bench_grid():
             for order in ("heads", "positions") for s, r in ((256, 1.5), (4096, 1.1))]
     grid.append(GridResult("bfloat16", "half_split", "heads", (4, 2, 1, 16), "out", "hf", 1.0, 2.0, 0.5))
     goals = [{"against": "copy_", "dtypes": ["float32"], "shapes": [[1, 2, 256, 16]], "limit": 2.0}]
-    fig = plot.bench_grid(grid, goals)
+    fig = figures.bench_grid(grid, goals)
     assert [ax.get_title() for ax in fig.axes] == ["float32", "bfloat16"]
     assert len(fig.axes[0].get_lines()) == 4 + 1 + 1 and len(fig.axes[1].get_lines()) == 4 + 1  # goal in float32
     assert list(fig.axes[0].get_lines()[0].get_ydata()) == [1.5, 1.1]
     with pytest.raises(ValueError, match="no results against copy_"):
-        plot.bench_grid(grid[-1:])
+        figures.bench_grid(grid[-1:])
 
 
 # --- 11_trained_model ---
@@ -470,7 +488,7 @@ def _rows():
 
 
 def test_extrapolation_accuracy():
-    fig = plot.extrapolation_accuracy(_rows(), train_len=64, title="t")
+    fig = figures.extrapolation_accuracy(_rows(), train_len=64, title="t")
     assert len(fig.axes) == 2  # without and with fine-tuning
     for ax in fig.axes:
         assert ax.get_xlabel() and ax.get_title()
@@ -483,7 +501,7 @@ def test_extrapolation_accuracy():
 def test_attention_entropy_by_length():
     import math
 
-    fig = plot.attention_entropy_by_length([64, 128], {"a": [1.0, 2.0]})
+    fig = figures.attention_entropy_by_length([64, 128], {"a": [1.0, 2.0]})
     (ax,) = fig.axes
     assert "nats" in ax.get_ylabel() and "tokens" in ax.get_xlabel()
     assert abs(ax.get_lines()[1].get_ydata()[1] - math.log(128)) < 1e-12
@@ -497,7 +515,7 @@ def test_toy_attention():
         prev[0, 0] = 1.0
         return torch.stack((torch.eye(n), prev)), torch.full((2, n, n), 1.0 / n).tril()
 
-    fig = plot.toy_attention({8: maps(8), 32: maps(32)}, value_positions={8: 3, 32: 5}, train_len=8)
+    fig = figures.toy_attention({8: maps(8), 32: maps(32)}, value_positions={8: 3, 32: 5}, train_len=8)
     assert len(fig.axes) == 6  # 2 rows of (heatmap, line plot) + 2 colour bars
     assert "head 1" in fig.axes[0].get_title()  # the head that looks one step back
     assert all(ax.get_xlabel() for ax in fig.axes[:2])
@@ -509,7 +527,7 @@ def test_toy_attention():
 def test_rope_at_a_glance():
     import math
 
-    fig = plot.rope_at_a_glance(theta=0.5, m=1, n=3, shift=2, dim=16, position=3)
+    fig = figures.rope_at_a_glance(theta=0.5, m=1, n=3, shift=2, dim=16, position=3)
     assert isinstance(fig, Figure) and len(fig.axes) == 2 and fig.get_suptitle()
     left, right = fig.axes
     # four arrows (q and k, before and after the shift) with their position labels
@@ -528,28 +546,28 @@ def test_chapter13_figures():
     from ropelab import inv_freq
     from ropelab.variants import mean_cos_score, partial_inv_freq, rerope_positions
     spectra = {"RoPE": inv_freq(16), "partial": partial_inv_freq(16, 0.5)}
-    fig = plot.variant_spectra(spectra, context=100)
+    fig = figures.variant_spectra(spectra, context=100)
     ax = fig.axes[0]
     assert ax.get_yscale() == "log" and "tokens" in ax.get_ylabel()
     assert len(ax.get_legend().get_texts()) == 3  # two variants and the context line
     d = torch.arange(50)
-    fig = plot.variant_decay(d, {"RoPE": mean_cos_score(d, inv_freq(16))})
+    fig = figures.variant_decay(d, {"RoPE": mean_cos_score(d, inv_freq(16))})
     assert "tokens" in fig.axes[0].get_xlabel()
-    fig = plot.relative_position_maps({"a": rerope_positions(8, 3), "b": rerope_positions(8, 8)})
+    fig = figures.relative_position_maps({"a": rerope_positions(8, 3), "b": rerope_positions(8, 8)})
     assert len(fig.axes) == 3  # two heatmaps and one colour bar
     plans = {"m": [{"rope": True, "base": 1e4}, {"rope": False, "base": None}]}
-    fig = plot.layer_plans(plans)
+    fig = figures.layer_plans(plans)
     assert [t.get_text() for t in fig.legends[0].get_texts()] == [
         "RoPE, base 10,000", "no position encoding"]
     with pytest.raises(ValueError):
-        plot.layer_plans({})
+        figures.layer_plans({})
 
 
 # --- 12_positions_in_practice ---
 
 
 def test_packing_masks():
-    fig = plot.packing_masks([0, 3, 7, 10])
+    fig = figures.packing_masks([0, 3, 7, 10])
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     left, right = (ax.get_images()[0].get_array() for ax in fig.axes)
     assert int((left == 2).sum()) == 3 * 4 + 3 * 3 + 4 * 3  # query rows below a cut see earlier docs
@@ -560,16 +578,16 @@ def test_packing_masks():
 
 
 def test_rerotation_drift():
-    fig = plot.rerotation_drift([1, 10, 100], {"step by step": [1e-7, 1e-6, 1e-5], "once": [1e-7] * 3})
+    fig = figures.rerotation_drift([1, 10, 100], {"step by step": [1e-7, 1e-6, 1e-5], "once": [1e-7] * 3})
     (ax,) = fig.axes
     assert len(ax.get_lines()) == 2 and ax.get_xscale() == ax.get_yscale() == "log"
     with pytest.raises(ValueError, match="has 2 values for 3 shifts"):
-        plot.rerotation_drift([1, 2, 3], {"a": [1, 2]})
+        figures.rerotation_drift([1, 2, 3], {"a": [1, 2]})
 
 
 def test_dynamic_ntk_scores():
     n = torch.arange(10)
-    fig = plot.dynamic_ntk_scores(n, {"fresh": n * 1.0, "cached": n * 1.0 + 1}, original_max=6)
+    fig = figures.dynamic_ntk_scores(n, {"fresh": n * 1.0, "cached": n * 1.0 + 1}, original_max=6)
     ax_s, ax_d = fig.axes
     assert len(ax_s.get_lines()) == 3 and len(ax_d.get_lines()) == 2  # series + the L line
     assert ax_d.get_lines()[0].get_ydata().tolist() == [1.0] * 10
@@ -577,10 +595,10 @@ def test_dynamic_ntk_scores():
 
 def test_layout_scores():
     right = torch.arange(16.0).reshape(4, 4)
-    fig = plot.layout_scores(right, -right, labels=("NEOX", "NORM"))
+    fig = figures.layout_scores(right, -right, labels=("NEOX", "NORM"))
     ax_r, ax_w = fig.axes[:2]
     assert [ax_r.get_title(), ax_w.get_title()] == ["NEOX", "NORM"]
     shown = ax_r.get_images()[0].get_array()
     assert float(shown[3, 2]) == 14.0 and bool(shown.mask[0, 1])  # the future is blank
     with pytest.raises(ValueError, match="square score matrices"):
-        plot.layout_scores(torch.zeros(2, 3), torch.zeros(2, 3))
+        figures.layout_scores(torch.zeros(2, 3), torch.zeros(2, 3))

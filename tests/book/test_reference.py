@@ -1,4 +1,4 @@
-"""ropelab.reference, Meta's rotary code, against the rotation written out pair by pair.
+"""ropelab.book.reference, Meta's rotary code, against the rotation written out pair by pair.
 
 The transcription is the independent side of many comparisons in the book,
 so it is itself checked against the definition (eq. ``interleaved``: pair
@@ -13,7 +13,8 @@ import math
 import pytest
 import torch
 
-from ropelab import reference, to_half_split
+from ropelab import to_half_split
+from ropelab.book import reference
 
 transformers = pytest.importorskip("transformers")
 from transformers.models.llama import modeling_llama as llama  # noqa: E402

@@ -1,7 +1,7 @@
 """Train the toy decoder at L, break it at 2L..8L, repair it (11_trained_model).
 
-``python -m ropelab.extrapolate --json PATH`` trains the passkey model of
-:mod:`ropelab.toy` at ``--train-len`` L, evaluates it at L, 2L, 4L and 8L
+``python -m ropelab.book.extrapolate --json PATH`` trains the passkey model of
+:mod:`ropelab.book.toy` at ``--train-len`` L, evaluates it at L, 2L, 4L and 8L
 under every method of chapter 07 (no scaling, Position Interpolation,
 NTK-aware, dynamic NTK, YaRN, Llama 3), each without fine-tuning and after
 ``--finetune-steps`` steps at the target length (``--factor`` × L), and
@@ -23,7 +23,7 @@ weights come from the AVX2 kernels, which :data:`SHIPPED_KERNELS` (an
 environment variable, read when torch starts) selects on an x86-64 CPU with
 AVX-512 too (checked on an AMD EPYC)::
 
-    ATEN_CPU_CAPABILITY=avx2 python -m ropelab.extrapolate ...
+    ATEN_CPU_CAPABILITY=avx2 python -m ropelab.book.extrapolate ...
 """
 
 from __future__ import annotations
@@ -40,14 +40,15 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from .scaling import ntk_scaled_base
-from .toy import ToyConfig, ToyDecoder, deterministic, evaluate, train
-from .variants import (
+from ropelab.scaling import ntk_scaled_base
+from ropelab.variants import (
     RemapPass,
     dual_chunk_passes,
     rerope_passes,
     self_extend_passes,
 )
+
+from .toy import ToyConfig, ToyDecoder, deterministic, evaluate, train
 
 __all__ = [
     "Method",
@@ -66,7 +67,7 @@ __all__ = [
 
 #: The environment that selects the kernels the shipped weights came from, torch's
 #: AVX2 ones. torch reads it once when it starts, so set it before the process
-#: starts (``python -m ropelab.extrapolate`` says so on an AVX-512 CPU).
+#: starts (``python -m ropelab.book.extrapolate`` says so on an AVX-512 CPU).
 SHIPPED_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2"}
 
 DEFAULT_BASE = 100.0
@@ -349,14 +350,14 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
 def shipped_results() -> dict[str, Any]:
     """The results the book ships (``data/extrapolate.json``, the default options)."""
     return json.loads(
-        resources.files("ropelab").joinpath("data/extrapolate.json").read_text()
+        resources.files("ropelab.book").joinpath("data/extrapolate.json").read_text()
     )
 
 
 def shipped_weights() -> ToyDecoder:
     """The main model the book ships (default options, no fine-tune), in eval mode."""
     with resources.as_file(
-        resources.files("ropelab").joinpath("data/toy_base100.pt")
+        resources.files("ropelab.book").joinpath("data/toy_base100.pt")
     ) as path:
         state = torch.load(path, weights_only=True)
     model = ToyDecoder(ToyConfig(base=DEFAULT_BASE))
@@ -373,7 +374,7 @@ def _positive_int(text: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m ropelab.extrapolate",
+        prog="python -m ropelab.book.extrapolate",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

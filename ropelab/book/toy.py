@@ -17,7 +17,7 @@ one :func:`ropelab.apply_rotary` is tested against). It runs in float32 on
 the CPU, one thread count, with deterministic algorithms: training is
 chaotic in the last bit, and only one arithmetic path (one device, one set
 of vector kernels, one reduction order, one backward pass) reproduces
-trained weights exactly (:data:`ropelab.extrapolate.SHIPPED_KERNELS`). The
+trained weights exactly (:data:`ropelab.book.extrapolate.SHIPPED_KERNELS`). The
 fast paths behind ``apply_rotary`` depend on the machine (a C kernel here,
 Triton on a GPU, the torch path elsewhere) and compute the backward pass
 their own way, so the model keeps to the reference formula.
@@ -35,9 +35,9 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from .rotary import cos_sin, cos_sin_from_angles, rotate
-from .scaling import scaled_inv_freq
-from .variants import RemapPass, passes_rho
+from ropelab.rotary import cos_sin, cos_sin_from_angles, rotate
+from ropelab.scaling import scaled_inv_freq
+from ropelab.variants import RemapPass, passes_rho
 
 __all__ = [
     "ToyConfig",
@@ -84,7 +84,7 @@ def deterministic(threads: int = 1) -> None:
 
     Runs match bit for bit on the same vector kernels; torch picks them by the
     CPU (AVX2, AVX-512) when it starts, see
-    :data:`ropelab.extrapolate.SHIPPED_KERNELS`.
+    :data:`ropelab.book.extrapolate.SHIPPED_KERNELS`.
     """
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive int, got {threads!r}")

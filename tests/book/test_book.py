@@ -5,7 +5,7 @@ ropelab/. Each rule is a test parametrized by chapter (or module), so a
 failure names what to fix and where:
 
 * code lines are at most 88 characters (notebook code cells, ropelab/);
-* check lines (``✓ …``, printed by ropelab.verify; the old ``…: max |Δ| < tol``
+* check lines (``✓ …``, printed by ropelab.book.checks; the old ``…: max |Δ| < tol``
   format counts too) are at most 15 % of a chapter's output lines, and of the
   book's;
 * every figure has a numbered caption (``mystnb.figure.caption`` and a
@@ -18,7 +18,7 @@ A chapter whose owner has not converted it yet is listed in PENDING for that
 rule: its test is an expected failure (xfail, reason naming the owner), and
 reports XPASS once the chapter complies. Then delete the entry.
 
-``python tests/test_book.py`` prints the per-chapter numbers (output lines,
+``python tests/book/test_book.py`` prints the per-chapter numbers (output lines,
 check lines and their share, figures, captions, alt texts, long code lines).
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
 MAX_LINE = 88
 MAX_CHECK_SHARE = 0.15

@@ -1,4 +1,4 @@
-"""Tests for ropelab.toy: the passkey task, the RoPE decoder, and exact retraining of the shipped weights."""
+"""Tests for ropelab.book.toy: the passkey task, the RoPE decoder, and exact retraining of the shipped weights."""
 
 import math
 import os
@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from ropelab import angles, scaled_inv_freq
-from ropelab.extrapolate import (
+from ropelab.book.extrapolate import (
     SHIPPED_KERNELS,
     Settings,
     shipped_weights,
     train_base_model,
 )
-from ropelab.toy import (
+from ropelab.book.toy import (
     ToyConfig,
     ToyDecoder,
     attention_entropy,
@@ -159,8 +159,8 @@ def test_training_learns_and_is_deterministic():
 
 RETRAIN = """
 import torch
-from ropelab.extrapolate import Settings, shipped_weights, train_base_model
-from ropelab.toy import deterministic
+from ropelab.book.extrapolate import Settings, shipped_weights, train_base_model
+from ropelab.book.toy import deterministic
 deterministic(1)
 shipped = shipped_weights().state_dict()
 retrained = train_base_model(Settings()).state_dict()

@@ -22,7 +22,7 @@ from ropelab.attention import rope_scores
 from ropelab.frequencies import full_turn_pairs
 from test_render import HTML, browser_context, server  # noqa: F401  (pytest fixtures)
 
-SCRIPT = Path(__file__).resolve().parent.parent / "book" / "_static" / "explorables.js"
+SCRIPT = Path(__file__).resolve().parents[2] / "book" / "_static" / "explorables.js"
 REL = 1e-6
 # Every page with explorables, and how many each must hold.
 EXPECTED = {

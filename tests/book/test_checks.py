@@ -1,11 +1,11 @@
-"""Tests for ropelab.verify: the assertions behind every equation cell and exercise check."""
+"""Tests for ropelab.book.checks: the assertions behind every equation cell and exercise check."""
 
 import math
 
 import pytest
 import torch
 
-from ropelab.verify import check_close, check_equal, checks, learner_or_reference, max_abs_diff
+from ropelab.book.checks import check_close, check_equal, checks, learner_or_reference, max_abs_diff
 
 
 def test_check_close_prints_one_stable_line(capsys):

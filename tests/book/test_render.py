@@ -37,7 +37,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "_build" / "html"
 REQUIRE_BROWSER = os.environ.get("ROPELAB_REQUIRE_BROWSER") == "1"
 INSTALL_HINT = "no Chromium found: `apt-get install chromium` (or set ROPELAB_CHROMIUM to a Chromium binary)"
@@ -316,7 +316,7 @@ def test_notebook_page_offers_download_and_launch(name: str) -> None:
 #
 # These open the built pages at a desktop width (1400 px) and a phone's
 # (400 px). Chapter-level rules report per chapter; a chapter listed in
-# tests/test_book.py's PENDING has not been converted yet and is an expected
+# tests/book/test_book.py's PENDING has not been converted yet and is an expected
 # failure there and here (the reason names its owner).
 
 WIDTHS = {"desktop": 1400, "phone": 400}

@@ -20,27 +20,25 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-__all__ = ["Cost", "DTYPES", "METHODS", "Traffic", "cost_model", "trace_traffic"]
+from ropelab.bench import DTYPES, METHODS
 
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-    "float64": torch.float64,
-}
-METHODS: tuple[str, ...] = (
-    "copy_",
-    "clone",
-    "hf",
-    "complex",
-    "dense_R",
-    "ropelab_half_split",
-    "ropelab_interleaved",
-    "ropelab_half_split_out",
-    "ropelab_interleaved_out",
-    "torch_half_split_out",
-    "torch_interleaved_out",
-)
+from . import DATA
+
+__all__ = [
+    "BENCH_CPU",
+    "Cost",
+    "DTYPES",
+    "METHODS",
+    "Traffic",
+    "cost_model",
+    "trace_traffic",
+]
+
+# The results chapter 09 reads, written by
+#   python -m ropelab.bench --methods --grid --dtype float32 --dtype bfloat16 \
+#       --json ropelab/book/data/bench_cpu.json
+# and shipped inside the package so that the chapter also runs in a hosted notebook.
+BENCH_CPU = DATA / "bench_cpu.json"
 
 
 @dataclass(frozen=True)
@@ -90,7 +88,7 @@ def _dtype_name(dtype: str | torch.dtype) -> str:
 def cost_model(dim: int, dtype: str | torch.dtype = "float32", *, method: str) -> Cost:
     """Bytes read, written, allocated, flops and passes per token-head (09_performance).
 
-    ``method`` is one of ``ropelab.cost.METHODS``. With s = itemsize and d = ``dim``:
+    ``method`` is one of ``ropelab.bench.METHODS``. With s = itemsize and d = ``dim``:
 
     * ``copy_`` (``out.copy_(x)``): read x, write the result, 1 pass, no
       allocation: the memory floor.
@@ -196,7 +194,7 @@ class Traffic:
 def trace_traffic(fn: Callable[[], object], *inputs: Tensor) -> Traffic:
     """Run ``fn()``; add up the bytes its torch operations read, write and allocate.
 
-    An independent check of :func:`ropelab.cost.cost_model`: instead of counting,
+    An independent check of :func:`cost_model`: instead of counting,
     it watches every operation torch dispatches (``TorchDispatchMode``).
     Data derived from ``inputs`` (q and k, their views, every temporary
     computed from them, every buffer written from them) is tracked by

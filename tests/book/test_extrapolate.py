@@ -1,4 +1,4 @@
-"""Tests for ropelab.extrapolate: the methods, a tiny run end to end, the CLI, and the shipped results."""
+"""Tests for ropelab.book.extrapolate: the methods, a tiny run end to end, the CLI, and the shipped results."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ropelab import inv_freq, scaled_inv_freq
-from ropelab.extrapolate import (
+from ropelab.book.extrapolate import (
     Settings,
     load,
     main,
@@ -17,7 +17,7 @@ from ropelab.extrapolate import (
     shipped_weights,
     table,
 )
-from ropelab.toy import ToyConfig, ToyDecoder, deterministic, evaluate
+from ropelab.book.toy import ToyConfig, ToyDecoder, deterministic, evaluate
 from ropelab.variants import passes_rho
 
 TINY = Settings(

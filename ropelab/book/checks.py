@@ -22,7 +22,7 @@ line when it ends (``✓ eq. (3) for both bases (4 comparisons: 2 exact, 2 with
 Exercises: the learner writes a function that starts as a stub raising
 ``NotImplementedError``; :func:`learner_or_reference` picks the learner's
 function once it is implemented and the reference from
-:mod:`ropelab.solutions` otherwise, and says which one the check cell tests.
+:mod:`ropelab.book.solutions` otherwise, and says which one the check cell tests.
 """
 
 from __future__ import annotations

@@ -1,0 +1,140 @@
+"""Chapter 08's figures (numerics): angle precision and the sources of its error."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from ropelab.numerics import cos_error, cos_error_bound, log_positions
+
+from ._style import finish, new_figure
+
+__all__ = ["angle_precision", "angle_error_sources"]
+
+
+def angle_precision(
+    dim: int = 128,
+    bases: tuple[float, ...] = (1e4, 5e5),
+    *,
+    n_positions: int = 200,
+    max_position: int = 1_000_000,
+    cos_in_angle_dtype: bool = False,
+) -> Figure:
+    """max_j |cos ã_j − cos m·θ_j| against the position m, one line per angle
+    dtype, one panel per base (08_numerics).
+
+    Solid lines: the error measured by :func:`ropelab.numerics.cos_error` at
+    about ``n_positions`` log-spaced positions, with the angle computed in
+    float32, bfloat16 and float16 (float64 is the reference, so its measured
+    error is 0 and has no point on a log axis). Dashed lines, same colours: the
+    bound of eq. ``num-cosbound`` for each dtype, float64 included. A dotted
+    vertical line marks 65,504, the largest float16: beyond it float16
+    positions are inf, the cosines NaN, and the float16 line stops. Computed
+    on the CPU: the point is the format, not the device.
+
+    Args:
+        dim: head dimension d (all d/2 pairs are measured).
+        bases: frequency bases, one panel each.
+        n_positions, max_position: the position grid (see
+            :func:`ropelab.numerics.log_positions`).
+        cos_in_angle_dtype: round cos to the angle's dtype too (as a model's
+            would be) instead of keeping it in float64.
+    """
+    dtypes = {
+        "float64": torch.float64,
+        "float32": torch.float32,
+        "float16": torch.float16,
+        "bfloat16": torch.bfloat16,
+    }
+    colours = {
+        "float64": "0.2",
+        "float32": "tab:blue",
+        "float16": "tab:orange",
+        "bfloat16": "tab:red",
+    }
+    pos = log_positions(n_positions, max_position)
+    x = pos.double().numpy()
+    fig, axes = new_figure(
+        1, len(bases), width=5.6 * len(bases), height=4.6, sharey=True, squeeze=False
+    )
+    for ax, base in zip(axes[0], bases):
+        for name, dt in dtypes.items():
+            cos_dt = dt if cos_in_angle_dtype else torch.float64
+            bound = cos_error_bound(pos, dim, base, dt, cos_dtype=cos_dt).numpy()
+            if dt != torch.float64:
+                err = cos_error(pos, dim, base, dt, cos_dtype=cos_dt).numpy()
+                ax.plot(
+                    x,
+                    np.where(err > 0, err, np.nan),
+                    color=colours[name],
+                    lw=1.6,
+                    label=f"{name}, measured",
+                )
+            ax.plot(
+                x,
+                bound,
+                color=colours[name],
+                lw=1.0,
+                ls="--",
+                label=f"{name}, bound (num-cosbound)",
+            )
+        ax.axvline(
+            65504,
+            color=colours["float16"],
+            ls=":",
+            lw=1.2,
+            label="65,504: largest float16",
+        )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(1e-17, 10.0)
+        ax.set_title(f"base = {base:,.0f}", fontsize="medium")
+        ax.set_xlabel("position m (tokens)")
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0][0].set_ylabel(r"max$_j$ |cos ã$_j$ − cos m$\theta_j$| (dimensionless)")
+    axes[0][-1].legend(fontsize="x-small", loc="lower right")
+    where = "in the angle's dtype" if cos_in_angle_dtype else "in float64"
+    return finish(
+        fig,
+        "Error of cos(m·θ_j) when the angle is computed in each dtype "
+        f"(cos taken {where}), d = {dim}",
+    )
+
+
+def angle_error_sources(positions, curves, *, base: float, dim: int) -> Figure:
+    """The three sources of a float32 table's error against the position (08_numerics).
+
+    Args:
+        positions: the positions m (tokens).
+        curves: ``{source name: largest error over the pairs at each position}``;
+            a constant source (the rounding of cos and sin) may be a single number.
+        base, dim: the settings, for the title.
+
+    Returns:
+        A Figure with one log-log axis, one line per source.
+    """
+    xs = [float(p) for p in positions]
+    fig, ax = new_figure(width=6.8, height=4.6)
+    for name, values in curves.items():
+        ys = (
+            [float(values)] * len(xs)
+            if isinstance(values, (int, float))
+            else [float(v) for v in values]
+        )
+        ax.plot(
+            xs,
+            ys,
+            lw=1.6,
+            ls="--" if isinstance(values, (int, float)) else "-",
+            label=name,
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("position m (tokens)")
+    ax.set_ylabel("largest error over the pairs (rad, or unitless for cos)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    return finish(
+        fig, f"Error sources of a float32 table, d = {dim}, base {base:,.0f}"
+    )
