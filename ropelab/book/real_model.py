@@ -32,6 +32,7 @@ from torch import Tensor
 
 import ropelab
 from ropelab.numerics import angles_in
+from ropelab.rotary import cos_sin_from_angles
 from ropelab.scaling import ntk_scaled_base
 
 from .gguf_llama import (Config, Model, forward, hf_model, load_model, logits,
@@ -183,7 +184,7 @@ def rebuild_tables(config: Config, seq_len: int, layout: str) -> tuple[Tensor, T
     """
     theta16 = ropelab.inv_freq(config.head_dim, config.base).to(torch.bfloat16)
     angles16 = angles_in(torch.arange(seq_len), theta16, torch.bfloat16)
-    cos, sin = ropelab.cos_sin_from_angles(angles16.float(), layout=layout,
+    cos, sin = cos_sin_from_angles(angles16.float(), layout=layout,
                                            dtype=torch.bfloat16)
     return cos.float(), sin.float()
 
@@ -395,6 +396,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--factor", type=float, default=2.0,
                         help="the extension factor every method is set for")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--no-rebuild", action="store_true",
+                        help="leave out chapter 05's bfloat16 rebuild run")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="run the extension windows in this many processes, one "
+                        "CPU thread each (no scaling and the rebuild stay together)")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: torch's choice)")
@@ -403,6 +409,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--window must be a multiple of {BLOCK} and at least {2 * BLOCK}")
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.jobs > 1 and "extend" in args.stages:
+        spawned, children = time.perf_counter(), _spawn_extend(args)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     cost: dict[str, float] = {}
     t = time.perf_counter()
@@ -415,14 +423,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "sha256": text_sha256(), "tokens": total},
         "versions": _versions(), "device": str(torch.device(args.device).type),
         "threads": torch.get_num_threads(),
-        "command": "python -m ropelab.book.real_model " + " ".join(
-            sys.argv[1:] if argv is None else argv),
+        "command": _command(sys.argv[1:] if argv is None else argv),
     }
+    def save() -> None:  # after every stage, so that a long run shows its progress
+        if args.json:
+            data["cost_seconds"] = {k: round(v, 1) for k, v in cost.items()}
+            with open(args.json, "w") as f:
+                json.dump(data, f, indent=1)
+                f.write("\n")
+
     if "layout" in args.stages:
         t = time.perf_counter()
         data["layout"] = layout_stage(model)
         cost["layout"] = time.perf_counter() - t
         log(f"layout: {cost['layout']:.0f} s")
+        save()
     model = model.to(args.device)
     for stage, run in (("heads", lambda: head_stage(model)),
                        ("shift", lambda: shift_stage(model))):
@@ -431,20 +446,80 @@ def main(argv: Sequence[str] | None = None) -> int:
             data[stage] = run()
             cost[stage] = time.perf_counter() - t
             log(f"{stage}: {cost[stage]:.0f} s")
-    if "extend" in args.stages:
+            save()
+    if "extend" in args.stages and args.jobs > 1:
+        data["extend"] = _join_extend(children)
+        # wall time from the start of the processes (the other stages ran meanwhile)
+        cost["extend"] = time.perf_counter() - spawned
+    elif "extend" in args.stages:
         span = total - args.window
         starts = [i * span // max(args.windows - 1, 1) for i in range(args.windows)]
         t = time.perf_counter()
         data["extend"] = extend_stage(model, window=args.window, starts=starts,
-                                      factor=args.factor, methods=args.methods, log=log)
+                                      factor=args.factor, methods=args.methods,
+                                      rebuild=not args.no_rebuild, log=log)
         cost["extend"] = time.perf_counter() - t
-    data["cost_seconds"] = {k: round(v, 1) for k, v in cost.items()}
     log("cost: " + ", ".join(f"{k} {v:.0f} s" for k, v in cost.items()))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
+    save()
     return 0
+
+
+def _command(argv: Sequence[str]) -> str:
+    """The command line that made the results, without where it wrote them."""
+    words, skip = [], False
+    for word in argv:
+        if skip or word == "--json":
+            skip = not skip
+            continue
+        words.append(word.split("=")[0] if word.startswith("--json=") else word)
+    return " ".join(["python -m ropelab.book.real_model", *words])
+
+
+def _spawn_extend(args: argparse.Namespace) -> list[tuple[Any, str, Sequence[str]]]:
+    """Start ``args.jobs`` processes for the extension runs (no scaling and the
+    rebuild, which compares with it, in the first); returns (process, results file,
+    methods) for each."""
+    import subprocess
+    import tempfile
+
+    rest = [m for m in args.methods if m != "none"]
+    groups: list[list[str]] = [[] for _ in range(args.jobs)]
+    weights = [0] * args.jobs
+    if "none" in args.methods:
+        groups[0].append("none")
+        weights[0] += 1 if args.no_rebuild else 2
+    for m in rest:  # greedy: each run to the lightest process
+        i = weights.index(min(weights))
+        groups[i].append(m)
+        weights[i] += 1
+    children = []
+    for i, group in enumerate(g for g in groups if g):
+        path = tempfile.mkstemp(suffix=f".extend{i}.json")[1]
+        cmd = [sys.executable, "-m", "ropelab.book.real_model", "--stages", "extend",
+               "--window", str(args.window), "--windows", str(args.windows),
+               "--factor", str(args.factor), "--device", args.device, "--threads", "1",
+               "--json", path, "--methods", *group]
+        if args.no_rebuild or "none" not in group:
+            cmd.append("--no-rebuild")
+        children.append((subprocess.Popen(cmd), path, group))
+    return children
+
+
+def _join_extend(children: list[tuple[Any, str, Sequence[str]]]) -> dict[str, Any]:
+    """Wait for the processes of :func:`_spawn_extend` and merge their runs."""
+    merged: dict[str, Any] | None = None
+    for proc, path, group in children:
+        if proc.wait() != 0:
+            raise RuntimeError(f"the extension run for {group} failed ({proc.returncode})")
+        with open(path) as f:
+            part = json.load(f)["extend"]
+        if merged is None:
+            merged = {**part, "runs": {}}
+        merged["runs"].update(part["runs"])
+    assert merged is not None
+    order = [*METHODS, "rebuild"]
+    merged["runs"] = {k: merged["runs"][k] for k in order if k in merged["runs"]}
+    return merged
 
 
 if __name__ == "__main__":
