@@ -366,7 +366,9 @@ def forward(model: Model, ids: Tensor, cos: Tensor, sin: Tensor,
         k = ropelab.apply_rotary(k, cos, sin, layout=model.layout)
         if capture is not None:
             capture.append((q, k))
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        # a batch axis of 1: 4-D inputs take the fused kernel, 3-D ones the O(n²) one
+        a = F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True,
+                                           enable_gqa=True)[0]
         x = x + a.transpose(0, 1).reshape(n, c.dim) @ L.wo.T
         h = rms_norm(x, L.ffn_norm, c.eps)
         x = x + (F.silu(h @ L.w_gate.T) * (h @ L.w_up.T)) @ L.w_down.T

@@ -45,6 +45,9 @@ __all__ = [
     "pair_usage",
     "attention_rows",
     "attention_by_distance",
+    "capture_qk",
+    "drop_pairs",
+    "step_back_weight",
     "sequence_nll",
     "rebuild_tables",
     "bfloat16_tables",
@@ -153,6 +156,39 @@ def attention_by_distance(q: Tensor, k: Tensor, *, chunk: int = 256) -> dict[str
     # the queries with a key at distance Δ that is not the first: m = Δ+1 .. n-1
     count = (n - 1 - torch.arange(n)).double().clamp(min=1.0)
     return {"profile": total / count, "sink": sink / max(n - 1, 1)}
+
+
+def capture_qk(model: Model, ids: Tensor, *, layers: int | None = None) -> list:
+    """Each layer's rotated (q, k) for ids at positions 0.. (the first ``layers``
+    layers only, which is cheaper); see :func:`forward`."""
+    part = model if layers is None else replace(model, layers=model.layers[:layers])
+    positions = torch.arange(len(ids), device=ids.device)
+    captured: list = []
+    with torch.no_grad():
+        forward(part, ids, *rope_tables(model.config, positions, layout=model.layout),
+                capture=captured)
+    return captured
+
+
+def drop_pairs(x: Tensor, pairs: Sequence[int], layout: str) -> Tensor:
+    """``x`` with the channels of ``pairs`` set to zero: an ablation that removes their
+    terms from every score. Shapes: ``(..., head_dim)`` -> the same."""
+    j = torch.as_tensor(list(pairs), dtype=torch.int64)
+    channels = (torch.cat((2 * j, 2 * j + 1)) if layout == "interleaved"
+                else torch.cat((j, j + x.shape[-1] // 2)))
+    out = x.clone()
+    out[..., channels.to(x.device)] = 0
+    return out
+
+
+def step_back_weight(q: Tensor, k: Tensor, head: int) -> float:
+    """The mean attention weight of query head ``head`` on the previous token (m ≥ 1).
+
+    Shapes: q ``(heads, seq, d)``, k ``(kv_heads, seq, d)``.
+    """
+    g = head // (q.shape[0] // k.shape[0])
+    p = attention_rows(q[head:head + 1], k[g:g + 1], slice(0, q.shape[1]))[0]
+    return float(p.diagonal(-1).mean())
 
 
 # --- tables and perplexity ------------------------------------------------------

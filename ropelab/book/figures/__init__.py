@@ -2,7 +2,7 @@
 
 ``from ropelab.book import figures`` then ``figures.frequency_ladder(...)``: each
 function is re-exported here from its chapter's module (``figures.ch01`` ...
-``figures.ch14``, ``figures.intro``), which holds it. The shared style lives in
+``figures.ch15``, ``figures.intro``), which holds it. The shared style lives in
 ``figures._style``.
 
 Each function is pure: it takes data or parameters, computes what it needs
@@ -30,6 +30,7 @@ from . import ch11
 from . import ch12
 from . import ch13
 from . import ch14
+from . import ch15
 from ._style import (
     BOOK_STYLE,
     COLUMN_WIDTH,
@@ -68,6 +69,7 @@ from .ch11 import toy_attention, attention_entropy_by_length, extrapolation_accu
 from .ch12 import packing_masks, rerotation_drift, dynamic_ntk_scores, layout_scores
 from .ch13 import variant_spectra, variant_decay, relative_position_maps, layer_plans
 from .ch14 import triton_programs, kernel_traffic
+from .ch15 import pair_usage, attention_distance, extension_perplexity, rebuild_damage
 
 # The figure modules, in reading order.
 CHAPTERS = (
@@ -86,6 +88,7 @@ CHAPTERS = (
     ch12,
     ch13,
     ch14,
+    ch15,
 )
 
 __all__ = [
@@ -141,4 +144,8 @@ __all__ = [
     "layer_plans",
     "triton_programs",
     "kernel_traffic",
+    "pair_usage",
+    "attention_distance",
+    "extension_perplexity",
+    "rebuild_damage",
 ]
