@@ -151,7 +151,7 @@ def test_pair_norms_both_layouts():
 
 def test_attention_by_distance_on_a_known_pattern():
     """Queries equal to their predecessor's key: attention goes one step back."""
-    n, d = 12, 4
+    n, d = 12, 12
     k = torch.zeros(1, n, d)
     q = torch.zeros(1, n, d)
     for m in range(n):
