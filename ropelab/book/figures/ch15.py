@@ -30,20 +30,23 @@ def pair_usage(usage, wavelengths, groups: dict, *, context: int) -> Figure:
     lam = np.asarray(wavelengths, dtype=float)
     pairs = u.shape[-1]
     fig, (left, right) = new_figure(
-        1, 2, width=MAX_WIDTH, height=3.9, gridspec_kw={"width_ratios": [1.0, 1.15]}
+        1, 2, width=MAX_WIDTH, height=4.6, gridspec_kw={"width_ratios": [1.0, 1.15]}
     )
     image = left.imshow(
         u.mean(1) * pairs,
         aspect="auto",
         origin="lower",
         cmap="viridis",
-        norm=mpl.colors.LogNorm(vmin=0.25, vmax=4),
+        norm=mpl.colors.LogNorm(vmin=1 / 8, vmax=8),
         extent=(-0.5, pairs - 0.5, -0.5, u.shape[0] - 0.5),
     )
     left.set_xlabel("pair j (slower →)")
     left.set_ylabel("layer")
     left.set_title("mean over heads")
     bar = fig.colorbar(image, ax=left, location="bottom", shrink=0.9, pad=0.02)
+    ticks = [1 / 8, 1 / 2, 2, 8]
+    bar.set_ticks(ticks, labels=["1/8", "1/2", "2", "8"])
+    bar.ax.minorticks_off()
     bar.set_label("share × d/2 (1 = even)")
     for i, (label, members) in enumerate(groups.items()):
         rows = np.stack([u[layer, head] for layer, head in members]) * pairs
@@ -56,22 +59,13 @@ def pair_usage(usage, wavelengths, groups: dict, *, context: int) -> Figure:
             label=f"{label} ({len(members)})",
         )
     right.axhline(1.0, color="0.6", linewidth=0.8)
-    right.axvline(context, color="0.4", linestyle=":")
-    right.text(
-        context,
-        0.98,
-        " trained\n context",
-        transform=right.get_xaxis_transform(),
-        va="top",
-        ha="left",
-        color="0.3",
-    )
+    right.axvline(context, color="0.4", linestyle=":", label="trained context")
     right.set_xscale("log")
     right.set_yscale("log")
-    right.set_xlabel("wavelength λ_j (tokens)")
+    right.set_xlabel(r"wavelength $\lambda_j$ (tokens)")
     right.set_ylabel("share × d/2")
     right.set_title("by kind of head")
-    right.legend(loc="lower right")
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
     return finish(fig, "Which pairs carry the scores")
 
 
@@ -159,7 +153,7 @@ def extension_perplexity(
 def rebuild_damage(correct, faulty, agreement, *, block: int) -> Figure:
     """Perplexity by block with correct and with rebuilt bfloat16 tables, and how
     often the two predict the same next token (15)."""
-    fig, (left, right) = new_figure(1, 2, width=MAX_WIDTH, height=3.8)
+    fig, (left, right) = new_figure(1, 2, width=MAX_WIDTH, height=4.1)
     x = np.arange(len(correct)) * block + block / 2
     left.plot(x, correct, marker="o", markersize=4, label="float32 tables")
     left.plot(
@@ -167,7 +161,7 @@ def rebuild_damage(correct, faulty, agreement, *, block: int) -> Figure:
     )
     left.set_yscale("log")
     left.set_ylabel("perplexity of the block")
-    left.legend(loc="upper left")
+    fig.legend(loc="outside lower center", ncols=2)
     right.plot(
         x,
         100 * np.asarray(agreement, dtype=float),
