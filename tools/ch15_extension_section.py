@@ -1,14 +1,15 @@
-"""Insert chapter 15's section "Beyond the trained length" into
-book/15_real_model.ipynb, after the rebuild section (cell ``rm-rebuild-text``).
+"""Add chapter 15's section "Beyond the trained length" once the extension runs exist.
 
-Run it once ``ropelab/book/data/real_model.json`` holds the ``extend`` stage:
+    python -m ropelab.book.real_model --stages extend --jobs 2 --threads 1 --json ext.json
+    python tools/ch15_extension_section.py ext.json
 
-    python -m ropelab.book.real_model --stages extend --jobs 2 --threads 1 --json x.json
-
-(or ``--device cuda``), merged into the shipped file. The cells below are drafts:
-their code runs on those results; the prose marked EXTEND_TEXT, EXTEND_ALT and
-COMPARE_TEXT is to be written from the numbers the cells print (the toy's lessons
-of chapter 11 beside the real model's, and the YaRN paper's Llama 2 shape). Then
+(on a GPU: ``--device cuda`` instead of ``--jobs 2 --threads 1``). The script copies the
+``extend`` entry of ext.json into ropelab/book/data/real_model.json (with its command
+and cost) and inserts the section's cells into book/15_real_model.ipynb after the
+rebuild section (cell ``rm-rebuild-text``). The cells are drafts: their code runs on
+those results; the prose marked EXTEND_TEXT, EXTEND_ALT and COMPARE_TEXT is to be
+written from the numbers they print (chapter 11's toy beside the real model, the YaRN
+paper's Llama 2 shape), and the chapter's opening list and summary extended. Then
 re-execute the chapter and run strict nbval on it.
 """
 
@@ -142,15 +143,24 @@ CELLS = json.loads(r"""
 """)
 
 
-def main(path: str = "book/15_real_model.ipynb") -> None:
-    nb = json.loads(Path(path).read_text(encoding="utf-8"))
+def main(results: str, notebook: str = "book/15_real_model.ipynb",
+         shipped: str = "ropelab/book/data/real_model.json") -> None:
+    from ropelab.book.real_model import _dumps
+
+    ext = json.loads(Path(results).read_text())
+    data = json.loads(Path(shipped).read_text())
+    data["extend"] = ext["extend"]
+    data["extend_command"] = ext["command"]
+    data["cost_seconds"]["extend"] = ext["cost_seconds"]["extend"]
+    Path(shipped).write_text(_dumps(data) + "\n")
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
     ids = [c["id"] for c in nb["cells"]]
     if any(c["id"] in ids for c in CELLS):
         sys.exit("the section is already there")
     at = ids.index("rm-rebuild-text") + 1
     nb["cells"][at:at] = CELLS
-    Path(path).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n",
-                          encoding="utf-8")
+    Path(notebook).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n",
+                              encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ def rope_parameters(method: str, config: Config, factor: float = 2.0) -> dict[st
 
 
 def pair_norms(x: Tensor, layout: str) -> Tensor:
-    """The length of each rotated pair, |(x_a, x_b)|, for ``layout`` (03_pairing).
+    """The length of each rotated pair, ``|(x_a, x_b)|``, for ``layout`` (03_pairing).
 
     Rotation leaves it unchanged, so it is the same before and after RoPE.
     Shapes: ``(..., head_dim)`` -> ``(..., head_dim // 2)``.
@@ -129,12 +129,12 @@ def pair_norms(x: Tensor, layout: str) -> Tensor:
 
 
 def pair_usage(q: Tensor, k: Tensor, layout: str) -> Tensor:
-    """Each pair's share of a head's q·k budget: mean |q_j| · mean |k_j|, normalised
-    over the pairs j of the head.
+    """Each pair's share of a head's q·k budget (15_real_model, eq. ``real-usage``).
 
-    |q_j|·|k_j| bounds pair j's term in every score (02_complex_rotation), so the
-    share says how much of the score a pair can move. Shapes: q ``(heads, seq, d)``,
-    k ``(kv_heads, seq, d)`` -> ``(heads, d // 2)``.
+    Mean ``|q_j|`` times mean ``|k_j|``, normalised over the pairs j of the head:
+    ``|q_j|·|k_j|`` bounds pair j's term in every score (02_complex_rotation), so
+    the share says how much of the score a pair can move. Shapes: q
+    ``(heads, seq, d)``, k ``(kv_heads, seq, d)`` -> ``(heads, d // 2)``.
     """
     group = q.shape[0] // k.shape[0]
     use = pair_norms(q, layout).mean(1) * pair_norms(k, layout).mean(
