@@ -729,7 +729,9 @@ def _dumps(value: Any, indent: str = "") -> str:
     """JSON with one key per line and every list of numbers on one line."""
     inner = indent + " "
     if isinstance(value, dict) and value:
-        items = [f"{inner}{json.dumps(k)}: {_dumps(v, inner)}" for k, v in value.items()]
+        items = [
+            f"{inner}{json.dumps(k)}: {_dumps(v, inner)}" for k, v in value.items()
+        ]
         return "{\n" + ",\n".join(items) + "\n" + indent + "}"
     if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
         items = [inner + _dumps(v, inner) for v in value]
