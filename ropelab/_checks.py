@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Sequence, Union
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -90,6 +91,8 @@ def as_positions(
     token index, and fractional positions (as in Position Interpolation) are
     expressed by scaling ``inv_freq`` instead. ``name`` is used in error
     messages; ``nonnegative=False`` admits negative values (distances m − n).
+    The sign check reads the values (a synchronisation on a GPU); on the
+    ``meta`` device, which has none, it is skipped.
     """
     if isinstance(positions, Tensor):
         t = positions
@@ -109,7 +112,8 @@ def as_positions(
             f"{name} must have an integer dtype (token indices), got {t.dtype}; "
             f"convert explicitly with {name}.long() if the values are whole numbers"
         )
-    if nonnegative and t.numel() and bool((t < 0).any()):
+    if nonnegative and t.numel() and not t.is_meta and bool((t < 0).any()):
+        # (a meta tensor has no values to check: shapes and devices only)
         raise ValueError(f"{name} must be >= 0, got a minimum of {int(t.min())}")
     t = t.long()
     return t if device is None else t.to(device)
@@ -149,13 +153,15 @@ def overlaps(a: Tensor, b: Tensor) -> bool:
     Disjoint slices of one buffer (``buf[..., :8]`` and ``buf[..., 8:]``) do
     not overlap; two storages over one buffer (two ``torch.from_numpy`` views
     of one array) can. Where the two tensors' byte ranges interleave, the exact
-    answer comes from marking ``a``'s bytes in a mask over the common range (as
-    many bytes as that range holds, on the CPU) and reading it through ``b``'s
-    strides. A zero tensor (``torch._efficientzerotensor``, which autograd
-    makes) has no memory and overlaps nothing.
+    answer comes from marking ``a``'s bytes in a mask over the common range (a
+    numpy array of as many bytes as that range holds) and reading it through
+    ``b``'s strides: host arithmetic on addresses, never a read of the
+    tensors' values (no device synchronisation). A zero tensor
+    (``torch._efficientzerotensor``, which autograd makes) has no memory and
+    overlaps nothing.
     """
-    if a._is_zerotensor() or b._is_zerotensor():
-        return False
+    if a._is_zerotensor() or b._is_zerotensor() or a.is_meta or b.is_meta:
+        return False  # no memory to share
     sa, sb = a.untyped_storage(), b.untyped_storage()
     if apart(sa.data_ptr(), sa.nbytes(), sb.data_ptr(), sb.nbytes()):
         return False  # first, the common case: a decode step checks 3 pairs a token
@@ -166,15 +172,25 @@ def overlaps(a: Tensor, b: Tensor) -> bool:
     if apart(a0, a1 - a0, b0, b1 - b0):
         return False
     base = min(a0, b0)
-    mask = torch.zeros(max(a1, b1) - base, dtype=torch.bool)
+    mask = np.zeros(max(a1, b1) - base, dtype=np.bool_)
 
-    def bytes_of(t: Tensor, first: int) -> Tensor:
+    def bytes_of(t: Tensor, first: int) -> np.ndarray:
         es = t.element_size()
         strides = (*(st * es for st in t.stride()), 1)
-        return mask.as_strided((*t.shape, es), strides, first - base)
+        return np.lib.stride_tricks.as_strided(
+            mask[first - base :], (*t.shape, es), strides, writeable=True
+        )
 
-    bytes_of(a, a0).fill_(True)
+    bytes_of(a, a0)[...] = True
     return bool(bytes_of(b, b0).any())
+
+
+def same_view(a: Tensor, b: Tensor) -> bool:
+    """Whether ``a`` and ``b`` are the same elements of the same memory in the same
+    order (``out=x``: in place): one data pointer, shape, strides and dtype."""
+    return (a.data_ptr() == b.data_ptr() and a.shape == b.shape
+            and a.stride() == b.stride() and a.dtype == b.dtype
+            and a.device == b.device)
 
 
 #: Whether torch.compile is tracing (torch >= 2.3; never, on older torch).
@@ -239,8 +255,8 @@ def check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
 
 
 def check_out(out: object, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Check ``out`` can take apply_rotary's result: x's shape, dtype, device; no
-    overlap."""
+    """Check ``out`` can take apply_rotary's result: x's shape, dtype and device; x
+    itself (in place) or no byte shared with x; no byte shared with cos or sin."""
     if not isinstance(out, Tensor):
         raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
     if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
@@ -248,12 +264,117 @@ def check_out(out: object, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
             f"out must match x: shape {tuple(x.shape)}, {x.dtype} on "
             f"{x.device}; got shape {tuple(out.shape)}, {out.dtype} on {out.device}"
         )
-    if overlaps(out, x):
+    # Under torch.compile there are no data pointers to compare, and none is needed:
+    # the compiled call computes into a new tensor and then copies it into out.
+    if not compiling() and not same_view(out, x) and overlaps(out, x):
         raise ValueError(
-            "out must not overlap x: each output pair needs both inputs of its pair"
+            "out must not overlap x unless it is x itself (in place): each output "
+            "pair needs both inputs of its pair"
         )
-    if overlaps(out, cos) or overlaps(out, sin):
+    if not compiling() and (overlaps(out, cos) or overlaps(out, sin)):
         raise ValueError(
             "out must not overlap cos or sin: the tables are read while out is written"
         )
+    if any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape)):
+        raise ValueError("out must not be broadcast (a stride of 0): each of its "
+                         "elements takes one result")
     return out
+
+
+def check_rotary_dim(rotary_dim: object, x: Tensor) -> int:
+    """Return ``rotary_dim`` (default: all of x's channels) after checking it is an
+    even int in (0, dim]."""
+    dim = x.shape[-1]
+    if rotary_dim is None:
+        return dim
+    if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int):
+        raise TypeError(f"rotary_dim must be an int, got {type(rotary_dim).__name__}")
+    if not (0 < rotary_dim <= dim and rotary_dim % 2 == 0):
+        raise ValueError(f"rotary_dim must be even and in (0, {dim}] for x of shape "
+                         f"{tuple(x.shape)}, got {rotary_dim}")
+    return rotary_dim
+
+
+def check_apply(
+    x: object, cos: object, sin: object, layout: object, rotary_dim: object,
+    out: object,
+) -> tuple[Tensor, str, int, Tensor | None]:
+    """The one validation of an :func:`~ropelab.apply_rotary` call (and of the Triton
+    entry point's): ``(x, layout, rotary_dim, out)`` once every argument is
+    checked. Reads no tensor's values (no device synchronisation)."""
+    x = check_x(x)
+    layout = check_layout(layout)
+    rotary_dim = check_rotary_dim(rotary_dim, x)
+    check_tables(x, cos, sin, rotary_dim)  # type: ignore[arg-type]
+    if out is not None:
+        out = check_out(out, x, cos, sin)  # type: ignore[arg-type]
+        check_out_grad(out, x, cos, sin)  # type: ignore[arg-type]
+    return x, layout, rotary_dim, out  # type: ignore[return-value]
+
+
+def check_out_grad(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor) -> None:
+    """Refuse ``out=`` where autograd records: it cannot track a write into out."""
+    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad
+                                    or sin.requires_grad or out.requires_grad):
+        raise ValueError("out= cannot be used when x, cos, sin or out require grad "
+                         "(autograd does not track out=)")
+
+
+def check_triton_x(x: Tensor, dtypes: Sequence[torch.dtype], interpreted: bool) -> None:
+    """Check the Triton kernel can take ``x``: a CUDA tensor (any tensor in Triton's
+    interpreter) of one of ``dtypes``, with 2 to 4 axes."""
+    if not (x.is_cuda or interpreted):
+        raise ValueError(f"x is on {x.device}: the Triton kernel needs a CUDA tensor "
+                         "(or TRITON_INTERPRET=1 set before importing triton)")
+    if x.dtype not in dtypes:
+        raise TypeError(f"x must be float32/64, bfloat16 or float16, got {x.dtype}")
+    if x.ndim > 4:
+        raise ValueError(
+            f"x must have 2 to 4 axes (..., seq, dim), got {tuple(x.shape)}")
+
+
+def check_positions(
+    x: Tensor, cos: object, sin: object, positions: object, rotary_dim: int
+) -> Tensor:
+    """Check ``(n_positions, rotary_dim)`` tables on x's device and integer positions
+    that broadcast against x's token axes; return the positions expanded to them.
+    Never reads a value (no device synchronisation): positions past the tables are
+    the kernel's to handle."""
+    for name, t in (("cos", cos), ("sin", sin)):
+        t = check_float_tensor(t, name)
+        if t.dim() != 2 or t.shape[1] != rotary_dim:
+            raise ValueError(f"{name} must be a (n_positions, {rotary_dim}) table, "
+                             f"got {tuple(t.shape)}")
+        if t.device != x.device:
+            raise ValueError(f"{name} is on {t.device} but x is on {x.device}")
+    if cos.shape != sin.shape:  # type: ignore[union-attr]
+        raise ValueError(f"cos and sin must have the same shape, got "
+                         f"{tuple(cos.shape)} and {tuple(sin.shape)}")  # type: ignore
+    if (not isinstance(positions, Tensor) or positions.dtype.is_floating_point
+            or positions.dtype.is_complex or positions.dtype == torch.bool):
+        got = getattr(positions, "dtype", type(positions).__name__)
+        raise TypeError(f"positions must be an integer tensor, got {got}")
+    if positions.device != x.device:
+        raise ValueError(f"positions are on {positions.device} but x is on {x.device}")
+    try:
+        return positions.expand(x.shape[:-1])
+    except RuntimeError:
+        raise ValueError(
+            f"positions of shape {tuple(positions.shape)} do not broadcast against "
+            f"x's token axes {tuple(x.shape[:-1])}"
+        ) from None
+
+
+def check_keys(q: Tensor, k: object) -> Tensor:
+    """Check ``k`` is like ``q`` (dtype, device, axes, head size) except for the number
+    of heads: at most one of the leading axes differs (grouped-query attention)."""
+    k = check_x(k, "k")
+    lead_q = (1,) * (4 - q.dim()) + tuple(q.shape[:-1])
+    lead_k = (1,) * (4 - k.dim()) + tuple(k.shape[:-1])
+    differ = sum(a != b for a, b in zip(lead_q[:3], lead_k[:3]))
+    if (k.dtype != q.dtype or k.device != q.device or k.dim() != q.dim()
+            or k.shape[-1] != q.shape[-1] or differ > 1):
+        raise ValueError(
+            f"k must be like q except for its number of heads: q {tuple(q.shape)} "
+            f"{q.dtype}, k {tuple(k.shape)} {k.dtype}")
+    return k

@@ -59,7 +59,9 @@ __all__ = [
     "format_verdicts",
     "kernel_summary",
     "load",
+    "isa_summary",
     "load_goals",
+    "load_gpu_goals",
     "machine_info",
     "main",
     "run",
@@ -270,65 +272,6 @@ def _methods(
     return {name: methods[name] for name in METHODS}
 
 
-def _gpu_methods(
-    q: Tensor, k: Tensor, device: torch.device
-) -> dict[str, tuple[Callable[[], object] | None, str]]:
-    """The GPU-only candidates (chapter 14): name -> (callable rotating q and k, or
-    None; note).
-
-    ropelab's Triton kernel (q and k in one launch, into new tensors),
-    ``torch.compile`` of the transformers formula, and FlashAttention's and
-    Liger's rotary kernels when they are installed. Each is reported over
-    ``copy_`` on the same device: 1 / ratio is its share of the copy's bandwidth.
-    """
-    seq, dim = q.shape[-2], q.shape[-1]
-    cos, sin = cos_sin(
-        torch.arange(seq, device=device), inv_freq(dim).to(device), dtype=q.dtype
-    )
-    methods: dict[str, tuple[Callable[[], object] | None, str]] = {}
-    try:
-        from .kernels import triton as kt
-    except ImportError:
-        methods["ropelab_triton_qk"] = (None, "skipped: Triton is not installed")
-    else:
-        methods["ropelab_triton_qk"] = (
-            lambda: kt.apply_rotary_qk(q, k, cos, sin),
-            "Triton: q and k in one launch",
-        )
-    compiled = torch.compile(_hf, dynamic=False)
-    methods["hf_compiled"] = (
-        lambda: (compiled(q, cos, sin), compiled(k, cos, sin)),
-        "torch.compile of hf",
-    )
-    try:
-        from flash_attn.layers.rotary import apply_rotary_emb as fa_rotary
-    except ImportError:
-        methods["flash_attn"] = (None, "skipped: flash-attn is not installed")
-    else:
-        half = dim // 2
-        qs, ks = (
-            q.transpose(1, 2),
-            k.transpose(1, 2),
-        )  # flash-attention takes (batch, seq, heads, dim)
-        methods["flash_attn"] = (
-            lambda: (
-                fa_rotary(qs, cos[:, :half], sin[:, :half]),
-                fa_rotary(ks, cos[:, :half], sin[:, :half]),
-            ),
-            "half-width tables",
-        )
-    try:
-        from liger_kernel.ops.rope import LigerRopeFunction
-    except ImportError:
-        methods["liger"] = (None, "skipped: liger-kernel is not installed")
-    else:
-        methods["liger"] = (
-            lambda: LigerRopeFunction.apply(q, k, cos[None], sin[None]),
-            "q and k, one launch",
-        )
-    return methods
-
-
 def run(
     shapes: Sequence[Sequence[int]] = DEFAULT_SHAPES,
     dtypes: Sequence[str] = ("float32",),
@@ -341,11 +284,9 @@ def run(
     """Time every method of :data:`METHODS` for every shape and dtype,
     rotating q and k.
 
-    On a CUDA device it also times ropelab's Triton kernel, ``torch.compile``
-    of the transformers formula, and FlashAttention's and Liger's rotary
-    kernels where installed (:func:`_gpu_methods`): a method's ratio over
-    ``copy_`` is the inverse of the share of the copy's bandwidth it reaches
-    (the Triton kernel's goal is at least 80 %, a ratio of at most 1.25).
+    On a CUDA device these are timed with CUDA events over back-to-back
+    calls (host included); the GPU's own goals, with GPU and host time apart
+    and the GPU's other kernels, are :mod:`ropelab.bench_gpu`'s.
     """
     device = torch.device(device)
     results: list[Result] = []
@@ -362,10 +303,6 @@ def run(
         q = torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
         k = torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
         methods = _methods(q, k, device)
-        if (
-            device.type == "cuda"
-        ):  # chapter 14: the Triton kernel and the GPU's other options
-            methods.update(_gpu_methods(q, k, device))
         if progress:
             progress(
                 f"[{i}/{total}] {tuple(shape)} {dtype_name}: {len(methods)} methods, "
@@ -474,6 +411,19 @@ def load_goals(path: str | os.PathLike = DEFAULT_GOALS) -> list[dict]:
             raise ValueError(
                 f"goal {g.get('name', g)!r} in {path} lacks {sorted(missing)}"
             )
+    return goals
+
+
+def load_gpu_goals(path: str | os.PathLike = DEFAULT_GOALS) -> list[dict]:
+    """The goals file's ``gpu_goals``: each names methods, seqs, a measure and a limit
+    (see :func:`ropelab.bench_gpu.gpu_verdicts`)."""
+    with open(path) as f:
+        goals = json.load(f).get("gpu_goals", [])
+    for g in goals:
+        missing = {"name", "methods", "seqs", "measure", "limit"} - set(g)
+        if missing:
+            raise ValueError(
+                f"GPU goal {g.get('name', g)!r} in {path} lacks {sorted(missing)}")
     return goals
 
 
@@ -724,11 +674,35 @@ def machine_info(device: torch.device) -> dict[str, object]:
     except OSError:
         pass
     if device.type == "cuda":
+        from .bench_gpu import path_summary
+
         info["gpu"] = torch.cuda.get_device_name(device)
-        info["kernel"] = "not used on cuda: apply_rotary takes its torch path"
+        info["kernel"] = path_summary(device)
     else:
         info["kernel"] = kernel_summary()
+        info["isa"] = isa_summary()
     return info
+
+
+def isa_summary() -> str:
+    """Which instruction sets the CPU results apply to: those the C kernel ran with
+    here, and the CPU's own, since a CPU without them (AVX2 alone, say) runs a
+    narrower kernel at other ratios."""
+    st = kernel_status()
+    if not st["available"]:
+        return "none: the torch path ran, whatever the CPU has"
+    vector = {64: "AVX-512", 32: "AVX2"}.get(st["vector_bytes"], "no vector ISA")
+    bf16 = " with AVX512-BF16 rounding" if st["hardware_bf16"] else ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f
+                          if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    names = ("avx2", "avx512f", "avx512bw", "avx512_bf16")
+    has = [name for name in names if name in flags]
+    return (f"CPUs whose kernel runs {vector}{bf16}; this CPU has "
+            f"{', '.join(has) or 'none of avx2, avx512f, avx512bw, avx512_bf16'}")
 
 
 def load(
@@ -749,48 +723,21 @@ def load(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m ropelab.bench", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument(
-        "--grid", action="store_true", help="measure the goals' grid (the default)"
-    )
-    parser.add_argument(
-        "--methods",
-        action="store_true",
-        help="time every formulation on --shape (chapter 09)",
-    )
-    parser.add_argument(
-        "--goals",
-        default=str(DEFAULT_GOALS),
-        help="goals file (JSON); default: the shipped one",
-    )
-    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N")
-    parser.add_argument(
-        "--dtype",
-        action="append",
-        choices=sorted(DTYPES),
-        help="repeatable; default: the goals' dtypes (grid), float32 (methods)",
-    )
-    parser.add_argument(
-        "--shape",
-        action="append",
-        help="for --methods: comma-separated, e.g. 1,32,4096,128",
-    )
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
-    parser.add_argument(
-        "--json",
-        metavar="PATH",
-        help="also write the machine, results and verdicts as JSON",
-    )
-    parser.add_argument(
-        "--min-runs",
-        type=int,
-        default=10,
-        help="interleaved rounds at least (default 10)",
-    )
-    parser.add_argument(
-        "--min-time", type=float, default=0.5, help="seconds per configuration at least"
-    )
+        prog="python -m ropelab.bench", description=__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("--grid", action="store_true",
+        help="measure the goals' grid (the default on a CPU)")
+    add("--methods", action="store_true", help="time every formulation on --shape")
+    add("--goals", default=str(DEFAULT_GOALS), help="goals file (JSON)")
+    add("--device", default="cpu",
+        help="cpu (default), cuda, cuda:N (on CUDA: GPU and host time, GPU goals)")
+    add("--dtype", action="append", choices=sorted(DTYPES),
+        help="repeatable; default: the goals' dtypes (grid), float32 (methods)")
+    add("--shape", action="append", help="for --methods: e.g. 1,32,4096,128")
+    add("--threads", type=int, help="torch threads (default: torch's)")
+    add("--json", metavar="PATH", help="also write machine, results, verdicts")
+    add("--min-runs", type=int, default=10, help="interleaved rounds at least")
+    add("--min-time", type=float, default=0.5, help="seconds a configuration at least")
     args = parser.parse_args(argv)
 
     device = torch.device(args.device)
@@ -803,7 +750,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.threads:
         torch.set_num_threads(args.threads)
-    grid_wanted = args.grid or not args.methods
+    grid_wanted = args.grid or (not args.methods and device.type != "cuda")
     info = machine_info(device)
     print(
         "ropelab.bench on " + ", ".join(f"{k}={v}" for k, v in info.items()), flush=True
@@ -813,6 +760,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     data: dict[str, object] = {"machine": info}
+    if device.type == "cuda":
+        from . import bench_gpu
+
+        records = bench_gpu.run_gpu(device, args.dtype or ["float32", "bfloat16"],
+                                    progress=progress)
+        gpu_goals = load_gpu_goals(args.goals)
+        print(bench_gpu.format_gpu(records))
+        print(bench_gpu.format_gpu_verdicts(bench_gpu.gpu_verdicts(gpu_goals, records)))
+        data["gpu"] = [asdict(r) for r in records]
+        data["gpu_goals"] = gpu_goals
     if args.methods:
         shapes = (
             [tuple(int(v) for v in s.split(",")) for s in args.shape]

@@ -19,8 +19,7 @@ import torch
 from torch import Tensor
 
 from . import kernels
-from ._checks import PositionsLike, check_float_tensor, check_layout, check_x
-from ._checks import check_out, check_tables
+from ._checks import PositionsLike, check_apply, check_float_tensor, check_layout
 from .frequencies import angles
 from .kernels import kernel_status  # noqa: F401  (former home of ropelab.kernel_status)
 
@@ -151,25 +150,33 @@ def apply_rotary(
     (tokens, heads, dim), packed      (tokens, 1, dim)
     ================================  =========================================
 
-    One dispatch, :func:`ropelab.kernels.rotate_into` (through
-    :func:`ropelab.kernels.rotate` where autograd records), computes it without
-    the plain formula's temporaries (09_performance): the fused CPU kernel,
-    bit-identical to :func:`~ropelab.rotary.rotate` in float32/float64, the
-    float32 formula rounded once in bfloat16/float16; elsewhere a torch path
-    within one rounding (its interleaved path assumes equal table entries
-    within a pair, as :func:`cos_sin` builds them). Under autograd the
-    backward pass takes the same paths (the rotation by −θ); under
-    forward-mode AD or torch.func it is :func:`~ropelab.rotary.rotate`,
-    which they see through. A call like one already checked and computed by
-    the CPU kernel (the same types, shapes, strides, dtypes and arguments)
-    goes straight to it, after the checks a shape cannot settle.
+    One dispatch (:mod:`ropelab.kernels`) computes it without the plain
+    formula's temporaries (09_performance): the fused C kernel on the CPU, the
+    Triton kernel on a CUDA GPU where Triton imports (14_triton_kernel), and
+    elsewhere the torch path. Every backend reads every table entry where the
+    plain formula reads it, so interleaved tables whose two entries in a pair
+    differ (half-split tables passed with ``layout="interleaved"``, say) give
+    the plain formula's result everywhere: a table is data, and telling equal
+    pairs from unequal ones would mean reading it, a device synchronisation
+    on a GPU. The kernels compute in float32 (float64 for float64 inputs) and
+    round once: bit-identical to :func:`~ropelab.rotary.rotate` in float32 and
+    float64, its float32 result rounded once in bfloat16 and float16; the
+    torch path is within one rounding. Under autograd the backward pass takes
+    the same kernels (the rotation by −θ); under forward-mode AD or
+    torch.func it is the plain formula, which they see through; under
+    ``torch.compile`` it is one operator, ``torch.ops.ropelab.rotary``. A call
+    like one already checked (the same types, devices, shapes, strides,
+    dtypes and arguments) goes straight to its kernel, after the checks a
+    signature cannot settle. No step reads a tensor's values, so a decoding
+    step can be captured in a CUDA graph.
 
     Args:
         x: ``(..., dim)``. cos, sin: ``(..., rotary_dim)``, as above.
         layout: ``"half_split"`` or ``"interleaved"``.
         rotary_dim: even number of leading channels to rotate (default: all).
         out: a preallocated result (x's shape, dtype, device) that shares no
-            memory with ``x``, ``cos`` or ``sin``: decoding loops reuse one.
+            memory with ``cos`` or ``sin``, and none with ``x`` unless it is
+            ``x`` itself (in place): decoding loops reuse one.
 
     Returns:
         Tensor of ``x``'s shape, dtype and device (``out`` when given).
@@ -177,43 +184,5 @@ def apply_rotary(
     done = kernels._replay(x, cos, sin, layout, rotary_dim, out)
     if done is not None:  # a call like one already checked (a decoding loop's)
         return done
-    x = check_x(x)
-    layout = check_layout(layout)
-    dim = x.shape[-1]
-    if rotary_dim is None:
-        rotary_dim = dim
-    elif isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int):
-        raise TypeError(f"rotary_dim must be an int, got {type(rotary_dim).__name__}")
-    elif not (0 < rotary_dim <= dim and rotary_dim % 2 == 0):
-        raise ValueError(f"rotary_dim must be even and in (0, {dim}] for x of shape "
-                         f"{tuple(x.shape)}, got {rotary_dim}")
-    check_tables(x, cos, sin, rotary_dim)
-    if out is not None:
-        out = check_out(out, x, cos, sin)
-    grad = torch.is_grad_enabled()
-    recording = grad and (x.requires_grad or cos.requires_grad or sin.requires_grad)
-    if out is not None and (recording or (grad and out.requires_grad)):
-        raise ValueError("out= cannot be used when x, cos, sin or out require grad "
-                         "(autograd does not track out=)")
-    cast = cos.dtype != x.dtype or sin.dtype != x.dtype
-    if cast:
-        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
-    head = x if rotary_dim == dim else x[..., :rotary_dim]
-    if kernels.transformed(x, cos, sin):  # forward AD, torch.func: the formula
-        rotated = rotate(head, cos, sin, layout)
-    elif recording:  # autograd: the fast paths, forward and backward
-        rotated = kernels.rotate(head, cos, sin, layout)
-    else:
-        given = out is not None
-        if out is None:
-            out = torch.empty_like(x, memory_format=torch.contiguous_format)
-        into = out if head is x else out[..., :rotary_dim]
-        path = kernels.rotate_into(into, head, cos, sin, layout)
-        if path == "cpu" and head is x and not cast:  # the next such call can skip
-            kernels.cpu._remember(x, cos, sin, out, layout, rotary_dim, given)
-        if rotary_dim < dim:
-            out[..., rotary_dim:] = x[..., rotary_dim:]
-        return out
-    if rotary_dim < dim:
-        rotated = torch.cat((rotated, x[..., rotary_dim:]), -1)
-    return rotated if out is None else out.copy_(rotated)
+    x, layout, rotary_dim, out = check_apply(x, cos, sin, layout, rotary_dim, out)
+    return kernels.apply(x, cos, sin, layout, rotary_dim, out)

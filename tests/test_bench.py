@@ -296,23 +296,117 @@ def test_main_without_cuda(monkeypatch, capsys):
     )
 
 
-def test_gpu_methods_list_the_triton_kernel_and_the_others():
-    """The CUDA-only candidates (chapter 14), run here on CPU tensors in Triton's interpreter."""
-    pytest.importorskip("triton")
-    from ropelab.bench import _gpu_methods
-    from ropelab.frequencies import inv_freq
-    from ropelab.rotary import cos_sin, rotate
+def fake_measure(fn):
+    """A stand-in for CUDA timing on a CPU: runs the candidate once, returns made-up
+    (GPU, host) seconds that depend on its output's size, so ratios are defined."""
+    result = fn()
+    first = result[0] if isinstance(result, tuple) else result
+    return 1e-6 * first.numel() / 1000, 5e-6
 
-    g = torch.Generator().manual_seed(0)
-    q, k = torch.randn(1, 2, 4, 8, generator=g), torch.randn(1, 2, 4, 8, generator=g)
-    methods = _gpu_methods(q, k, torch.device("cpu"))
-    assert {"ropelab_triton_qk", "hf_compiled", "flash_attn", "liger"} <= set(methods)
-    rq, rk = methods["ropelab_triton_qk"][0]()
-    cos, sin = cos_sin(torch.arange(4), inv_freq(8))
-    assert torch.equal(rq, rotate(q, cos, sin)) and torch.equal(rk, rotate(k, cos, sin))
-    for name in ("flash_attn", "liger"):  # not installed here: skipped with a reason
-        fn, note = methods[name]
-        assert fn is not None or note.startswith("skipped")
+
+def test_gpu_suite_runs_every_candidate_on_a_cpu(monkeypatch):
+    # the GPU suite's plumbing (candidates, records, ratios) with a stand-in timer, q and
+    # k rotated by the Triton kernel in its interpreter where Triton is installed
+    from ropelab import bench_gpu
+
+    monkeypatch.setattr(bench_gpu, "HEADS_Q", 2)
+    monkeypatch.setattr(bench_gpu, "HEADS_K", 1)
+    monkeypatch.setattr(bench_gpu, "DIM", 8)
+    monkeypatch.setattr(bench_gpu, "DECODE_BATCH", 3)
+    records = bench_gpu.run_gpu("cpu", ["bfloat16"], seqs=(4, 1), peers=False,
+                                measure=fake_measure)
+    methods = {(r.layout, r.seq, r.tensors, r.method) for r in records}
+    for layout in ("half_split", "interleaved"):
+        for seq in (4, 1):
+            assert {(layout, seq, "q", "copy_"), (layout, seq, "q", "ropelab"),
+                    (layout, seq, "qk", "copy_"), (layout, seq, "qk", "ropelab")} <= methods
+    floors = [r for r in records if r.method == "copy_"]
+    assert all(r.ratio == 1.0 for r in floors)
+    assert "GPU us" in bench_gpu.format_gpu(records).splitlines()[0]
+
+
+def gpu_record(method, ratio, host_us=10.0, seq=4096, tensors="qk", layout="half_split"):
+    return bench_gpu_module().GpuRecord("bfloat16", layout, seq, tensors, method,
+                                        ratio * 1e-5, host_us * 1e-6, ratio)
+
+
+def bench_gpu_module():
+    from ropelab import bench_gpu
+
+    return bench_gpu
+
+
+def test_gpu_goals_on_fabricated_records():
+    # the shipped GPU goals, held against records made up to sit either side of them
+    bench_gpu = bench_gpu_module()
+    goals = bench.load_gpu_goals()
+    assert {g["name"] for g in goals} == {"gpu long prefill", "gpu short prefill",
+                                          "gpu decode step", "gpu host time",
+                                          "gpu ahead of peers"}
+    records = [
+        gpu_record("copy_", 1.0), gpu_record("ropelab_qk", 1.10), gpu_record("ropelab", 1.20),
+        gpu_record("liger", 3.0), gpu_record("hf_compiled", 1.05),
+        gpu_record("ropelab", 1.4, seq=256, tensors="q", host_us=30.0),
+        gpu_record("ropelab", 1.25, seq=1, tensors="q", host_us=12.0),
+    ]
+    found = {(v.goal, v.record.method, v.record.seq): v for v in
+             bench_gpu.gpu_verdicts(goals, records)}
+    assert found[("gpu long prefill", "ropelab_qk", 4096)].holds
+    assert not found[("gpu long prefill", "ropelab", 4096)].holds  # 1.20 > 1.15
+    assert found[("gpu short prefill", "ropelab", 256)].holds  # 1.4 <= 1.5
+    assert found[("gpu decode step", "ropelab", 1)].holds  # 1.25 <= 1.3
+    assert not found[("gpu host time", "ropelab", 256)].holds  # 30 us > 25
+    assert found[("gpu host time", "ropelab", 1)].holds
+    assert ("gpu host time", "ropelab", 4096) not in found  # q and k: two calls
+    peers = found[("gpu ahead of peers", "ropelab_qk", 4096)]
+    assert not peers.holds and peers.value == pytest.approx(1.10 / 1.05)
+    text = bench_gpu.format_gpu_verdicts(list(found.values()))
+    assert text.splitlines()[-1] == f"{sum(v.holds for v in found.values())} of 7 GPU goals hold"
+
+
+def test_gpu_json_schema_and_the_path_line(tmp_path, monkeypatch, capsys):
+    # main on "cuda" with a stand-in GPU: the JSON holds machine, gpu and gpu_goals, and
+    # the machine line says which path apply_rotary took (never "torch path" falsely)
+    bench_gpu = bench_gpu_module()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
+    monkeypatch.setattr(bench_gpu, "path_summary", lambda device: "apply_rotary takes X")
+    made = bench_gpu.GpuRecord("float32", "half_split", 256, "q", "copy_", 1e-6, 2e-6, 1.0)
+    monkeypatch.setattr(bench_gpu, "run_gpu", lambda *a, **k: [made])
+    path = tmp_path / "gpu.json"
+    assert bench.main(["--device", "cuda", "--json", str(path)]) == 0
+    data = json.loads(path.read_text())
+    assert set(data) == {"machine", "gpu", "gpu_goals"}
+    assert data["machine"]["gpu"] == "Fake GPU"
+    assert data["machine"]["kernel"] == "apply_rotary takes X"
+    assert data["gpu"] == [{"dtype": "float32", "layout": "half_split", "seq": 256,
+                            "tensors": "q", "method": "copy_", "gpu_s": 1e-6,
+                            "host_s": 2e-6, "ratio": 1.0, "note": ""}]
+    assert data["gpu_goals"] == bench.load_gpu_goals()
+    assert "GPU goals hold" in capsys.readouterr().out
+
+
+def test_the_path_line_names_the_backend_that_ran(monkeypatch):
+    from ropelab import kernels
+
+    bench_gpu = bench_gpu_module()
+    assert bench_gpu.path_summary(torch.device("cpu")) in (
+        "apply_rotary takes the cpu backend", "apply_rotary takes the torch backend")
+    kt = pytest.importorskip("ropelab.kernels.triton")
+    if not kt.available():
+        pytest.skip("no GPU and TRITON_INTERPRET is not 1")
+    monkeypatch.setattr(kernels, "_route", lambda device_type: (kt,))
+    assert bench_gpu.path_summary(torch.device("cpu")).startswith(
+        "apply_rotary takes the Triton kernel (triton ")
+
+
+def test_isa_summary_says_which_instructions_the_results_apply_to():
+    line = bench.isa_summary()
+    st = bench.kernel_status()
+    if st["available"]:
+        assert line.startswith("CPUs whose kernel runs") and "this CPU has" in line
+    else:
+        assert line.startswith("none")
 
 
 def test_kernel_summary_names_the_instructions_it_ran():

@@ -1,7 +1,7 @@
 """Each row of book/conventions.md, checked against the model's own rotary code.
 
-For every family whose rotary code ships with transformers (5.24, pinned in
-requirements.txt), a SMALL config of that family builds the model's own
+For every family whose rotary code ships with transformers (5.24, pinned by the
+test extra in pyproject.toml), a SMALL config of that family builds the model's own
 rotary embedding and attention layer (random weights, nothing downloaded).
 The attention layer's q and k are captured just before attention (its
 ``eager_attention_forward`` is replaced by a function that records them), so

@@ -98,6 +98,22 @@ def test_attention_scaling_multiplies_tables():
     torch.testing.assert_close(s2, 1.5 * s1)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_attention_scaling_is_applied_before_the_cast(dtype, layout):
+    # YaRN's temperature multiplies cos and sin in float32 (transformers does too); only
+    # then are the tables rounded to a 16-bit dtype, once. Scaling after the cast rounds
+    # twice and changes about a fifth of the entries (issue 24's mutation).
+    theta = inv_freq(128)
+    positions = torch.arange(0, 4096, 3)
+    wide = torch.outer(positions.double(), theta.double()).float()  # m·θ, float32
+    wide = torch.cat((wide, wide), -1) if layout == "half_split" else wide.repeat_interleave(2, -1)
+    scale = 1.0 + 0.1 * math.log(8.0)  # YaRN's mscale for a factor of 8
+    c, s = cos_sin(positions, theta, layout=layout, attention_scaling=scale, dtype=dtype)
+    assert torch.equal(c, (wide.cos() * scale).to(dtype))
+    assert torch.equal(s, (wide.sin() * scale).to(dtype))
+
+
 # dtype, device, shape contract ------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
@@ -225,15 +241,23 @@ def test_rotate_half_is_a_quarter_turn(dim, seed):
 @pytest.fixture(params=["kernel", "torch"])
 def path(request, monkeypatch):
     """Run a test through the fused CPU kernel and again through the torch path (GPU, no compiler)."""
+    kernels._calls.clear()  # nothing remembered from other tests: each call planned here
     if request.param == "torch":
-        monkeypatch.setattr(cpu, "rotate", lambda *args: False)
+        monkeypatch.setattr(cpu, "plan", lambda *args: None)
         yield request.param
         return
     if not cpu.status()["available"]:
         pytest.skip(f"fused kernel unavailable: {cpu.status()['reason']}")
     ran = []
-    kernel = cpu.rotate
-    monkeypatch.setattr(cpu, "rotate", lambda *args: ran.append(kernel(*args)) or ran[-1])
+    planner = cpu.plan
+
+    def plan(*args):
+        runner = planner(*args)
+        if runner is None:
+            return None
+        return lambda *a: ran.append(runner(*a)) or ran[-1]
+
+    monkeypatch.setattr(cpu, "plan", plan)
     yield request.param
     assert any(ran), "the kernel declined every call: this test did not run it"
 
@@ -386,8 +410,11 @@ def test_out_and_non_contiguous_inputs(layout, path):
 def test_out_errors():
     x = torch.randn(3, 8)
     cos, sin = cos_sin(torch.arange(3), inv_freq(8))
-    with pytest.raises(ValueError, match="out must not overlap x"):
-        apply_rotary(x, cos, sin, out=x)
+    with pytest.raises(ValueError, match="out must not overlap x unless it is x itself"):
+        apply_rotary(x[:, :6], cos[:, :6], sin[:, :6], out=x[:, 2:])  # x, shifted
+    with pytest.raises(ValueError, match="out must not overlap x unless it is x itself"):
+        square = torch.randn(8, 8)
+        apply_rotary(square, cos[:1], sin[:1], out=square.T)  # same bytes, other order
     with pytest.raises(ValueError, match=r"out must match x: shape \(3, 8\), torch.float32"):
         apply_rotary(x, cos, sin, out=torch.empty(3, 8, dtype=torch.float64))
     with pytest.raises(TypeError, match="out must be a torch.Tensor"):
@@ -579,9 +606,9 @@ def test_training_goes_through_the_fast_path_both_ways(path):
     x = torch.randn(2, 4, 9, 16, requires_grad=True)
     cos, sin = cos_sin(torch.arange(9), inv_freq(16))
     calls = []
-    original = kernels.rotate_into
+    original = kernels._dispatch
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(kernels, "rotate_into", lambda *a, **k: calls.append(a[1].shape) or original(*a, **k))
+        mp.setattr(kernels, "_dispatch", lambda *a, **k: calls.append(a[1].shape) or original(*a, **k))
         y = apply_rotary(x, cos, sin)
         y.backward(torch.ones_like(y))
     assert len(calls) == 2  # the forward pass and the gradient's rotation by −θ

@@ -1,6 +1,6 @@
 """Tests for ropelab.scaling: every rope_type against transformers, by hand, and its errors.
 
-The reference numbers come from transformers 5.24.0 (pinned in requirements.txt),
+The reference numbers come from transformers 5.24.0 (pinned by the test extra),
 ``transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS`` and
 ``LlamaRotaryEmbedding.compute_default_rope_parameters``. Versions differ: 4.x
 releases before 4.45 had no llama3/longrope types, and YaRN's handling of

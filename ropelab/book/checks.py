@@ -91,7 +91,7 @@ def check_close(
     tol: float,
     label: str = "both sides agree",
 ) -> None:
-    """Assert max |lhs - rhs| <= tol; print ``✓ <label> (|Δ| ≤ <tol>)`` unless
+    """Assert ``max |lhs - rhs| <= tol``; print ``✓ <label> (|Δ| ≤ <tol>)`` unless
     inside :func:`checks`.
 
     Args:

@@ -104,11 +104,11 @@ def cost_model(dim: int, dtype: str | torch.dtype = "float32", *, method: str) -
     * ``ropelab_*``: the fused kernel, 2ds in one pass in every layout and
       dtype; ds allocated for the result unless ``out=`` (eq. ``perf-fused``).
       This is the CPU with a C compiler; elsewhere the ``torch_*`` rows apply.
-    * ``torch_interleaved_out``: one complex multiplication into the result
-      (float32/float64), or upcast, multiply in place and round back
-      (16-bit, no complex type): (16 + 2s)d moved, 3 passes.
-    * ``torch_half_split_out``: ``out = x·cos``, then ``out₁ −= x₂·sin₁`` and
-      ``out₂ += x₁·sin₂`` in place: 5ds touched in 3 passes (eq. ``perf-torch``).
+    * ``torch_half_split_out`` and ``torch_interleaved_out``: ``out = x·cos``,
+      then ``out_a −= x_b·sin_a`` and ``out_b += x_a·sin_b`` in place for the
+      pairs (a, b) of the layout (halves, or even and odd channels): 5ds
+      touched in 3 passes (eq. ``perf-torch``), every table entry read where
+      the plain formula reads it.
 
     Assumptions: nothing x-sized stays in cache between two operations; the
     tables, broadcast over batch and heads, are read from cache
@@ -157,14 +157,7 @@ def cost_model(dim: int, dtype: str | torch.dtype = "float32", *, method: str) -
         )
     elif method.startswith("ropelab_"):
         read, written, alloc, flops, passes, table = d * s, d * s, new, 3 * d, 1, 2 * d
-    elif method == "torch_interleaved_out" and wide:
-        read, written, alloc, flops, passes, table = d * s, d * s, 0, 3 * d, 1, d
-    elif (
-        method == "torch_interleaved_out"
-    ):  # upcast into a float32 scratch, multiply in place, round back
-        read, written, alloc = s * d + 4 * d + 4 * d, 4 * d + 4 * d + s * d, 4 * d
-        flops, passes, table = 3 * d, 3, d
-    else:  # torch_half_split_out: out = x*cos; out_1 -= x_2*sin_1; out_2 += x_1*sin_2
+    else:  # torch_*_out: out = x*cos; out_a -= x_b*sin_a; out_b += x_a*sin_b
         read = (d + d // 2 + d // 2 + d // 2 + d // 2) * s
         written = (d + d // 2 + d // 2) * s
         alloc, flops, passes, table = 0, 3 * d, 3, 2 * d

@@ -35,14 +35,18 @@ Rows are split between ``torch.get_num_threads()`` threads with OpenMP when
 the compiler supports it (``-fopenmp``). Where torch ships GNU OpenMP (its
 Linux wheels do), the library, linked against ``libgomp.so.1``, shares the
 runtime torch has already loaded, and so its thread pool.
-Without OpenMP the kernel runs on one thread. The loaded library, the
-kernel's shape arguments for the shapes it has seen, and the signatures of the
-:func:`~ropelab.apply_rotary` calls it has taken (:func:`_remember`,
-:func:`_replay`) are this module's only state.
+Without OpenMP the kernel runs on one thread. The loaded library and the
+runners for the shapes it has seen (:func:`plan`) are this module's only state.
+
+The directories it creates (the cache and any missing parent, e.g.
+``~/.cache``) get mode 0700 whatever the umask. Processes that start at once
+on an empty cache build the library once: the build holds a lock file in the
+cache directory, and a process that waited for it loads what the first built.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -50,19 +54,19 @@ import platform
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
 
-from .._checks import apart, compiling, span
 
-__all__ = ["rotate", "status"]
+__all__ = ["NAME", "plan", "rotate", "status"]
 
 _SOURCE = Path(__file__).with_name("cpu.c")
 _MAXD = 4  # leading axes the kernel indexes (MAXD in cpu.c)
@@ -310,8 +314,6 @@ def _load() -> dict[str, Any]:
             # (dtypes, shapes, strides, layout) -> (ropelab_run's plan, whether to
             # split the work between threads)
             "plans": {},
-            # apply_rotary calls this kernel took: _signature -> what replay needs
-            "calls": {},
         }
         try:
             if os.environ.get("ROPELAB_NATIVE", "1").strip().lower() in (
@@ -327,30 +329,11 @@ def _load() -> dict[str, Any]:
             if cc is None:
                 raise RuntimeError("no C compiler found ($CC, cc, gcc, clang)")
             directory = _cache_dir()
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _make_private_dirs(directory)
             target = _check_private(directory) / _library_name(cc)
-            if os.path.lexists(target) and (why := _untrusted(target)):
-                state["replaced"] = f"deleted {target.name}, {why}"
-                target.unlink()
-            for attempt in (1, 2):
-                if not target.exists():
-                    t0 = time.perf_counter()
-                    _build(cc, target)
-                    state["compile_s"] = time.perf_counter() - t0
-                try:
-                    lib = _open(target)
-                    break
-                except (
-                    OSError,
-                    AttributeError,
-                ) as exc:  # corrupt, truncated, or not our library
-                    if attempt == 2:
-                        raise RuntimeError(
-                            f"{target} does not load after a rebuild: {exc}"
-                        ) from exc
-                    state["replaced"] = f"rebuilt {target.name}, which did not load"
-                    target.unlink(missing_ok=True)
-            _prune(target.parent, keep=target)
+            with _build_lock(target.parent):  # one build for processes starting at once
+                lib = _find_or_build(cc, target, state)
+                _prune(target.parent, keep=target)
             mask = lib.ropelab_features()
             state.update(
                 available=True,
@@ -372,6 +355,75 @@ def _load() -> dict[str, Any]:
         return _state
 
 
+def _make_private_dirs(directory: Path) -> None:
+    """Create ``directory`` and each missing parent with mode 0700, whatever the umask
+    (``mkdir(parents=True)`` gives parents the umask's mode: 0775 under umask 002,
+    which :func:`_check_private` then rightly refuses)."""
+    missing = []
+    path = Path(os.path.abspath(directory))
+    while not os.path.isdir(path):
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:  # another process made it just now
+            continue
+        os.chmod(path, 0o700)  # mkdir's mode is masked by the umask: 0700 meant
+
+
+@contextlib.contextmanager
+def _build_lock(directory: Path):
+    """Hold an exclusive lock on ``directory/.lock`` (POSIX ``flock``), so that one
+    process builds the library while the others wait and then load it."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock (the build is atomic anyway: rename)
+        yield
+        return
+    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _find_or_build(cc: list[str], target: Path, state: dict[str, Any]) -> ctypes.CDLL:
+    """Load the library at ``target``, building it first if it is missing, and once
+    more if it does not load; an untrusted file there is deleted, never loaded."""
+    if os.path.lexists(target) and (why := _untrusted(target)):
+        state["replaced"] = f"deleted {target.name}, {why}"
+        target.unlink()
+    for attempt in (1, 2):
+        if not target.exists():
+            t0 = time.perf_counter()
+            _build(cc, target)
+            state["compile_s"] = time.perf_counter() - t0
+        try:
+            return _open(target)
+        except (OSError, AttributeError) as exc:  # corrupt, truncated, not our library
+            if attempt == 2:
+                raise RuntimeError(
+                    f"{target} does not load after a rebuild: {exc}") from exc
+            state["replaced"] = f"rebuilt {target.name}, which did not load"
+            target.unlink(missing_ok=True)
+    raise AssertionError("unreachable")
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning raised by this function's caller at the
+    first frame outside ropelab and torch: the user's line that called apply_rotary."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # ropelab/
+    inside = (here + os.sep, os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+    frame, level = sys._getframe(2), 2  # 1: warnings.warn's caller, 2: its caller
+    while frame is not None and frame.f_code.co_filename.startswith(inside):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _warn_fallback(state: dict[str, Any]) -> None:
     """Say once per process that apply_rotary runs without the kernel, unless the user
     asked for it."""
@@ -383,7 +435,7 @@ def _warn_fallback(state: dict[str, Any]) -> None:
             "apply_rotary uses its torch path: the same results within one rounding, "
             "slower. ROPELAB_NATIVE=0 silences this.",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=_caller_stacklevel(),
         )
 
 
@@ -400,7 +452,7 @@ def status() -> dict[str, Any]:
     corrupt library was deleted and rebuilt).
     Building happens here if it has not yet.
     """
-    state = {k: v for k, v in _load().items() if k not in ("lib", "plans", "calls")}
+    state = {k: v for k, v in _load().items() if k not in ("lib", "plans")}
     state["dtypes"] = [
         str(dt).removeprefix("torch.") for dt in _DTYPES if dt in state["dtypes"]
     ]
@@ -412,19 +464,7 @@ _PLAIN = (
     torch.nn.Parameter,
 )  # subclasses (FakeTensor, ...) may have no data to point at
 
-
-def _traced() -> bool:
-    """Whether torch is recording operations: a dispatch or function mode
-    (``trace_traffic``, FakeTensor, export), ``torch.compile`` or
-    ``torch.jit.trace``. A foreign call would be invisible to them, so the caller's
-    torch path runs instead."""
-    return bool(
-        # torch >= 2.3; first, as torch.compile cannot trace the others
-        compiling()
-        or torch._C._len_torch_dispatch_stack()
-        or torch._C._is_torch_function_mode_enabled()
-        or torch._C._get_tracing_state()
-    )
+NAME = "cpu"
 
 
 def _usable(t: Tensor) -> bool:
@@ -442,12 +482,6 @@ def _run(plan: Any, big: bool, x: int, out: int, cos: int, sin: int) -> bool:
         torch.get_num_threads() if big else 1, _BLOCK_BYTES, _STREAM_FROM,
     )  # fmt: skip
     return done >= 0
-
-
-def _bump(out: Tensor) -> None:
-    """Count a write into ``out``, as torch's in-place operations do, so that
-    autograd refuses a backward pass that needs what ``out`` held before."""
-    torch.autograd.graph.increment_version(out)  # (a no-op on inference tensors)
 
 
 def _coalesce(
@@ -495,149 +529,79 @@ def _plan(x: Tensor, out: Tensor, cos: Tensor, sin: Tensor) -> tuple | None:
     return len(sizes), sizes, strides, rows
 
 
-def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> bool:
-    """``out = x·cos + rot(x)·sin`` in one pass if the kernel applies; False to let
-    the caller do it.
+def plan(
+    out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int
+) -> Callable[[Tensor, Tensor, Tensor, Tensor], bool] | None:
+    """The backend contract of :mod:`ropelab.kernels`: a runner for calls of this
+    signature, or None where the kernel cannot take them.
 
-    It applies to CPU tensors of float32, float64, bfloat16 or float16 whose
-    rows are contiguous (tables included), once the library has loaded, and
-    never while torch is tracing (see :func:`_traced`). The shape arguments
-    for each combination of shapes and strides are worked out once and kept
-    (a decoding loop calls this with the same shapes at every step).
-
-    Args:
-        out, x: ``(..., seq, dim)`` CPU tensors of one dtype, each row contiguous, not
-            overlapping.
-        cos, sin: ``(..., seq, dim)`` in ``x``'s dtype, broadcastable to ``x``.
-        layout: ``"half_split"`` or ``"interleaved"``.
+    It takes CPU tensors of float32, float64, bfloat16 or float16 (float16
+    where the compiler has ``_Float16``) whose rows are contiguous (tables
+    included), once the library has loaded. In place (``out`` is ``x``) is
+    fine: each row is read before it is written. The shape arguments for each
+    combination of shapes and strides are worked out once and kept (a
+    decoding loop calls with the same shapes at every step); the runner only
+    passes the data pointers.
     """
-    if _traced():  # first: torch.compile cannot trace the checks below
-        return False
     for t in (out, x, cos, sin):
         if type(t) not in _PLAIN or not _usable(t):
-            return False
+            return None
     state = _state or _load()
     if not state["available"]:
         _warn_fallback(state)
-        return False
-    key = _plan_key(x, out, cos, sin, layout)
+        return None
+    key = (*_plan_key(x, out, cos, sin, layout), rotary_dim)
     plans = state["plans"]
-    call = plans.get(key, False)
-    if call is False:
-        call = _call_args(state, x, out, cos, sin, layout)
+    runner = plans.get(key, False)
+    if runner is False:
+        runner = _runner(state, out, x, cos, sin, layout, rotary_dim)
         if len(plans) >= 256:
             plans.clear()
-        plans[key] = call
+        plans[key] = runner
+    return runner
+
+
+def _runner(
+    state: dict[str, Any], out: Tensor, x: Tensor, cos: Tensor, sin: Tensor,
+    layout: str, r: int,
+) -> Callable[[Tensor, Tensor, Tensor, Tensor], bool] | None:
+    """The runner :func:`plan` keeps for one signature."""
+    dim = x.shape[-1]
+    head_x = x if r == dim else x[..., :r]
+    head_out = out if r == dim else out[..., :r]
+    call = _call_args(state, head_x, head_out, cos, sin, layout)
     if call is None:
-        return False
+        return None
+
+    def tail(out: Tensor, x: Tensor) -> None:  # the channels past rotary_dim: copied
+        if r < dim and out.data_ptr() != x.data_ptr():
+            out[..., r:] = x[..., r:]
+
     if not call:  # nothing to rotate
+        return lambda out, x, cos, sin: True
+    kernel_plan, big = call
+
+    def runner(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor) -> bool:
+        pointers = (x.data_ptr(), out.data_ptr(), cos.data_ptr(), sin.data_ptr())
+        if not _run(kernel_plan, big, *pointers):
+            return False
+        tail(out, x)
         return True
-    plan, big = call
-    pointers = (x.data_ptr(), out.data_ptr(), cos.data_ptr(), sin.data_ptr())
-    if not _run(plan, big, *pointers):
-        return False
-    _bump(out)
-    return True
+
+    return runner
+
+
+def rotate(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> bool:
+    """``out = x·cos + rot(x)·sin`` in one pass if the kernel applies (every channel
+    rotated); False to let the caller do it. Tests call the kernel this way."""
+    runner = plan(out, x, cos, sin, layout, x.shape[-1])
+    return runner is not None and runner(out, x, cos, sin)
 
 
 def _plan_key(x: Tensor, out: Tensor, cos: Tensor, sin: Tensor, layout: str) -> tuple:
     """What ``ropelab_run``'s plan depends on: dtypes, shapes, strides, layout."""
     return (x.dtype, out.dtype, cos.dtype, sin.dtype, x.shape, x.stride(), out.stride(),
             cos.shape, cos.stride(), sin.shape, sin.stride(), layout)  # fmt: skip
-
-
-def _signature(
-    x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int,
-    out: Tensor | None,
-) -> tuple:
-    """What :func:`ropelab.apply_rotary`'s checks and this kernel's plan depend on,
-    besides the data pointers (a call without ``out`` allocates a contiguous one)."""
-    return (
-        type(x), x.shape, x.stride(), x.dtype, type(cos), cos.shape, cos.stride(),
-        cos.dtype, type(sin), sin.shape, sin.stride(), sin.dtype, layout, rotary_dim,
-        None if out is None else (type(out), out.shape, out.stride(), out.dtype),
-    )  # fmt: skip
-
-
-def _remember(
-    x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str,
-    rotary_dim: int, given: bool,
-) -> None:
-    """Keep the signature of an :func:`~ropelab.apply_rotary` call that passed its
-    checks and that :func:`rotate` computed whole (``x`` rotated into ``out``, every
-    channel, tables in ``x``'s dtype), so that :func:`_replay` can take the next call
-    like it.
-
-    ``given``: whether the caller passed ``out`` (else apply_rotary allocated it).
-    """
-    call = _state["plans"].get(_plan_key(x, out, cos, sin, layout)) if _state else None
-    if not call or x.numel() == 0:
-        return
-    calls = _state["calls"]
-    signature = _signature(x, cos, sin, layout, rotary_dim, out if given else None)
-    if signature in calls:  # replay declined it: out's bytes meet the inputs'
-        return
-    if len(calls) >= 256:
-        calls.clear()
-    calls[signature] = (*call, (span(x), span(cos), span(sin), span(out)))
-
-
-def _replay(
-    x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: object,
-    out: Tensor | None,
-) -> Tensor | None:
-    """:func:`~ropelab.apply_rotary` for a call like one it has checked and sent here
-    (:func:`_remember`): the same types, shapes, strides, dtypes, layout,
-    ``rotary_dim``, and ``out`` (given or not, and its shape and strides).
-
-    What those do not settle is checked again: that autograd does not record,
-    that torch does not trace, that every tensor is on the CPU with no negative
-    or zero view, and that ``out`` shares no
-    byte with the others (if their byte ranges meet at all, the full checks
-    decide). A decoding loop, which makes one call again at every step, spends
-    about half of the full path's Python time here. Returns the result, or None
-    for the full path. The caller has ruled out forward-mode AD and torch.func
-    (``ropelab.kernels._replay``).
-    """
-    calls = _state.get("calls") if _state else None
-    if not calls or x.ndim < 2:  # (types are in the signature, all of them plain)
-        return None
-    if rotary_dim is None:
-        rotary_dim = x.shape[-1]
-    elif type(rotary_dim) is not int:  # 128.0 == 128, but the checks refuse it
-        return None
-    try:
-        call = calls.get(_signature(x, cos, sin, layout, rotary_dim, out))
-    except TypeError:  # symbolic sizes, which cannot be hashed
-        return None
-    if call is None:
-        return None
-    if torch.is_grad_enabled() and (
-        x.requires_grad or cos.requires_grad or sin.requires_grad
-        or (out is not None and out.requires_grad)
-    ):
-        return None
-    if _traced() or not (_usable(x) and _usable(cos) and _usable(sin)):
-        return None
-    plan, big, (nx, nc, ns, no) = call
-    px, pc, ps = x.data_ptr(), cos.data_ptr(), sin.data_ptr()
-    given = out is not None
-    if given:
-        if not _usable(out):
-            return None
-        po = out.data_ptr()
-        if not (
-            apart(po, no, px, nx) and apart(po, no, pc, nc) and apart(po, no, ps, ns)
-        ):
-            return None  # the byte ranges meet: the full checks decide
-    else:
-        out = torch.empty_like(x, memory_format=torch.contiguous_format)
-        po = out.data_ptr()
-    if not _run(plan, big, px, po, pc, ps):
-        return None
-    if given:  # a fresh out has nothing for autograd to protect
-        _bump(out)
-    return out
 
 
 def _call_args(

@@ -1,11 +1,16 @@
-"""apply_rotary's torch path: the rotation without the plain formula's temporaries
-(09_performance).
+"""apply_rotary's torch path: the rotation in torch operations, without the plain
+formula's temporaries (09_performance).
 
-Used where the fused kernel does not apply (a GPU, no C compiler, a layout
-the kernel declines, or while torch traces the call). Interleaved pairs are
-one complex multiplication by the phasor table; half-split pairs are one
-multiplication and two fused multiply-adds, in cache-sized blocks of rows on
-the CPU.
+Used where no native kernel takes a call (no C compiler, a GPU without
+Triton, a layout a kernel declines) and while torch traces it (dispatch
+modes, ``torch.jit.trace``). Both layouts take one multiplication that
+writes x·cos into ``out`` and two fused multiply-adds that add
+∓x_partner·sin into the pair's two channels in place, reading every table
+entry where the plain formula reads it; on the CPU a large x goes through in
+blocks of rows that stay in cache between those steps. This module also
+holds the pair helpers the other modules below :mod:`ropelab.rotary` use
+(:func:`turn`, :func:`swap_pairs`, :func:`formula`), so that none of them
+imports :mod:`ropelab.rotary`.
 """
 
 from __future__ import annotations
@@ -13,9 +18,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .._checks import compiling
+__all__ = ["NAME", "backward_sin", "formula", "rotate_into", "swap_pairs", "turn"]
 
-__all__ = ["rotate_into"]
+NAME = "torch"
 
 # Half a block of x and of its result (each of the two threads takes half) fit in one
 # core's L2 (1 MiB on common x86 parts), so the fused multiply-adds re-read them from
@@ -23,70 +28,83 @@ __all__ = ["rotate_into"]
 _BLOCK_BYTES = 1 << 20
 
 
-def _complex_view_ok(t: Tensor) -> bool:
-    """Whether ``t``'s last axis can be viewed as complex pairs without a copy."""
-    return (
-        t.stride(-1) == 1
-        and t.storage_offset() % 2 == 0
-        and all(st % 2 == 0 for st in t.stride()[:-1])
-    )
+def swap_pairs(t: Tensor, layout: str, first: float, second: float) -> Tensor:
+    """Pairs (a, b) of the last axis -> (first·b, second·a); (-1, 1): a 90° turn."""
+    if layout == "half_split":
+        a, b = t.chunk(2, dim=-1)
+        return torch.cat((first * b, second * a), dim=-1)
+    pairs = t.unflatten(-1, (-1, 2))
+    turned = (first * pairs[..., 1], second * pairs[..., 0])
+    return torch.stack(turned, dim=-1).flatten(-2)
 
 
-def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> None:
-    """out = x·cos + rot(x)·sin with torch operations, within one rounding of the
-    plain formula.
+def backward_sin(sin: Tensor, layout: str) -> Tensor:
+    """s' = sin with each pair's two entries swapped and negated (−sin for tables whose
+    pairs share an angle): the table that rotates a gradient back by −θ. Axes the
+    table is broadcast along (stride 0) stay broadcast, so a kernel still reads
+    it once for all the heads."""
+    base = sin
+    for axis, (n, stride) in enumerate(zip(sin.shape, sin.stride())):
+        if stride == 0 and n > 1:
+            base = base.narrow(axis, 0, 1)
+    return swap_pairs(base, layout, -1.0, -1.0).expand(sin.shape)
 
-    Interleaved pairs are one complex multiplication by the phasor table: a
-    single pass over a float32/float64 x, and for bfloat16/float16 (torch has
-    no complex type for them) an upcast into a float32 scratch block, an
-    in-place multiplication and one rounding back, block by block on the CPU.
-    It assumes the two entries of each pair in ``cos`` and ``sin`` are equal,
-    as :func:`ropelab.cos_sin` builds them. Half-split pairs take one
-    multiplication that writes x·cos into ``out`` and two fused multiply-adds
-    that add ∓x_partner·sin into its two halves in place; on the CPU a large
-    x goes through in blocks of rows that stay in cache between those steps.
+
+def turn(x: Tensor, layout: str) -> Tensor:
+    """rot(x): the 90° turn (a, b) -> (-b, a) of each pair of ``layout`` (ch. 03)."""
+    return swap_pairs(x, layout, -1.0, 1.0)
+
+
+def formula(
+    x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int
+) -> Tensor:
+    """The plain formula ``x·cos + rot(x)·sin`` on the first ``rotary_dim`` channels,
+    the rest passed through: what forward-mode AD and torch.func differentiate."""
+    head = x[..., :rotary_dim]
+    rotated = head * cos + turn(head, layout) * sin
+    if rotary_dim == x.shape[-1]:
+        return rotated
+    return torch.cat((rotated, x[..., rotary_dim:]), -1)
+
+
+def rotate_into(
+    out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int
+) -> None:
+    """out = x·cos + rot(x)·sin on ``rotary_dim`` channels, the rest copied; within one
+    rounding of the plain formula (the fused multiply-add rounds once where the
+    formula rounds twice, and 16-bit dtypes round after each step).
+
+    Takes every call of the contract in :mod:`ropelab.kernels`, in place too
+    (``out`` is ``x``: the result goes through a temporary).
     """
-    h = x.shape[-1] // 2
-    if compiling():
-        _mul_fma(
-            out, x, cos, sin, layout, h
-        )  # torch.compile fuses it; views and blocks are
-        return  # for eager mode (and storage offsets cannot be traced)
-    if layout == "interleaved" and _complex_view_ok(x) and _complex_view_ok(out):
-        wide_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-        phasor = torch.complex(
-            cos[..., 0::2].to(wide_dtype), sin[..., 0::2].to(wide_dtype)
-        )
-        if x.dtype in (torch.float32, torch.float64):
-            torch.mul(
-                torch.view_as_complex(x.unflatten(-1, (h, 2))),
-                phasor,
-                out=torch.view_as_complex(out.unflatten(-1, (h, 2))),
-            )
-            return
-        blocks = _cpu_blocks(out, x, phasor)
-        if blocks is None:
-            wide = x.float()  # upcast: the 16-bit dtypes have no complex type
-            torch.view_as_complex(wide.unflatten(-1, (h, 2))).mul_(phasor)
-            out.copy_(wide)  # one rounding back
-            return
-        scratch = torch.empty(
-            blocks[0][1].numel(), dtype=torch.float32, device=x.device
-        )
-        for o, xb, p in blocks:
-            wide = scratch[: xb.numel()].view(xb.shape)
-            wide.copy_(xb)
-            torch.view_as_complex(wide.unflatten(-1, (h, 2))).mul_(p)
-            o.copy_(wide)
+    dim = x.shape[-1]
+    if _in_place(out, x):
+        out.copy_(formula(x, cos, sin, layout, rotary_dim))
         return
-    blocks = _cpu_blocks(out, x, cos, sin)
-    for o, xb, c, sn in blocks if blocks is not None else [(out, x, cos, sin)]:
-        _mul_fma(o, xb, c, sn, layout, h)
+    head_x = x if rotary_dim == dim else x[..., :rotary_dim]
+    head_out = out if rotary_dim == dim else out[..., :rotary_dim]
+    h = rotary_dim // 2
+    blocks = _cpu_blocks(head_out, head_x, cos, sin)
+    for o, xb, c, s in blocks if blocks is not None else [(head_out, head_x, cos, sin)]:
+        _mul_fma(o, xb, c, s, layout, h)
+    if rotary_dim < dim:
+        out[..., rotary_dim:] = x[..., rotary_dim:]
+
+
+def _in_place(out: Tensor, x: Tensor) -> bool:
+    """Whether out is x's memory (the contract allows that or no shared byte), asked
+    without data pointers, which tracers' tensors lack."""
+    return out is x or (
+        torch._C._is_alias_of(out, x)
+        and out.storage_offset() == x.storage_offset()
+        and out.stride() == x.stride()
+    )
 
 
 def _mul_fma(
     out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, h: int
 ) -> None:
+    """out = x·cos, then out_a −= x_b·sin_a and out_b += x_a·sin_b, each pair (a, b)."""
     torch.mul(x, cos, out=out)
     if layout == "half_split":
         first, second = slice(0, h), slice(h, 2 * h)

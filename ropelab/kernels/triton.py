@@ -1,19 +1,30 @@
 """RoPE on the GPU in one Triton kernel: ``x·cos + rot(x)·sin`` (14_triton_kernel).
 
-:func:`apply_rotary` has :func:`ropelab.apply_rotary`'s signature and
-meaning; :func:`apply_rotary_at` reads the tables at per-token positions
+:func:`apply_rotary` is :func:`ropelab.apply_rotary` with this kernel first
+(the same checks, errors and aliasing rules: it goes through the same
+dispatch); :func:`apply_rotary_at` reads the tables at per-token positions
 (offsets, left padding, packed and variable-length batches via
 :func:`ropelab.packed_positions`); :func:`apply_rotary_qk` rotates q and k in
 one launch. Every entry point is differentiable: the backward pass of a
-rotation is the rotation by −θ, the same kernel with sin negated.
+rotation is the rotation by −θ, the same kernel with the sine table's pairs
+swapped and negated (−sin for tables whose pairs share an angle).
 
-One program handles a block of ``BLOCK_S`` rows (tokens) of one "outer"
+One program handles a block of ``BLOCK_R`` rows (tokens) of one "outer"
 index and loops over the axis the tables broadcast along (the heads), so
-cos and sin are read once for all heads. A row's partner channels (the other
-half for half-split pairs, the neighbour for interleaved ones) come from a
-second, pair-swapped load of the same row instead of a strided even/odd
-split. Arithmetic is float32 (float64 for float64 inputs); a 16-bit result
-is rounded once, on the store.
+cos and sin are read once for all heads. Row blocks and outer indices share
+grid axis 0 (up to 2^31 − 1 programs); groups of heads are axis 1. Each
+element of x is loaded once: half-split pairs as the two halves of a row,
+interleaved pairs as one contiguous row split into its even and odd channels
+in registers (``tl.reshape`` + ``tl.split``, and ``tl.join`` to store), so
+every load and store is a contiguous vector. Arithmetic is float32 (float64
+for float64 inputs) without fused multiply-adds; a 16-bit result is rounded
+once, to nearest even, on the store.
+
+The host side works out a call's grid and arguments once per signature
+(shapes, strides, dtypes, layout) and keeps them; after the first launch it
+calls the compiled kernel's launcher directly with the data pointers (where
+the pointers are 16-byte aligned as they were then, no launch hook is set
+and the tensors are on the current device; else Triton's own launch).
 
 On a machine without a GPU, Triton's interpreter runs the same kernel on CPU
 tensors when ``TRITON_INTERPRET=1`` is set before this module is imported.
@@ -22,6 +33,9 @@ tensors when ``TRITON_INTERPRET=1`` is set before this module is imported.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
@@ -30,17 +44,23 @@ from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
+from .._checks import check_apply, check_keys, check_layout, check_out, check_out_grad
+from .._checks import check_positions, check_rotary_dim, check_triton_x, check_x
+from . import torch_path
+
 __all__ = [
     "apply_rotary",
     "apply_rotary_at",
     "apply_rotary_qk",
     "available",
+    "plan",
     "requested_bytes",
-    "rotate_into",
 ]
 
+NAME = "triton"
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
-_LAYOUTS = ("half_split", "interleaved")
+_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+_TILE = 4096  # elements of x in one block of rows: x, the tables and y in registers
 
 
 @triton.jit
@@ -57,378 +77,417 @@ def _round_bf16(y):
     return half.to(tl.bfloat16, bitcast=True)
 
 
+@triton.jit
+def _store(PTR, y, mask, BF16: tl.constexpr):
+    """Store y, rounded once to the pointer's type."""
+    if BF16:
+        y = _round_bf16(y)
+    tl.store(PTR, y.to(PTR.dtype.element_ty), mask=mask)
+
+
 # fmt: off
+@triton.jit
+def _load_pairs(PTR, base, sd, ok, rot_dim, other,
+                INTERLEAVED: tl.constexpr, BLOCK_R: tl.constexpr,
+                BLOCK_H: tl.constexpr):
+    """Both entries (a, b) of every pair of BLOCK_R rows, each (BLOCK_R, BLOCK_H).
+
+    Interleaved: one contiguous load of the row's first 2·BLOCK_H channels,
+    split into even and odd channels in registers. Half-split: the two halves.
+    """
+    if INTERLEAVED:
+        d = tl.arange(0, 2 * BLOCK_H)
+        m = ok[:, None] & (d < rot_dim)[None, :]
+        v = tl.load(PTR + base[:, None] + d[None, :] * sd, mask=m, other=other)
+        a, b = tl.split(tl.reshape(v, (BLOCK_R, BLOCK_H, 2)))
+    else:
+        j = tl.arange(0, BLOCK_H)
+        m = ok[:, None] & (j < rot_dim // 2)[None, :]
+        first = PTR + base[:, None] + j[None, :] * sd
+        a = tl.load(first, mask=m, other=other)
+        b = tl.load(first + (rot_dim // 2) * sd, mask=m, other=other)
+    return a, b
+
+
+@triton.jit
+def _store_pairs(PTR, base, sd, ok, rot_dim, ya, yb, INTERLEAVED: tl.constexpr,
+                 BF16: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr):
+    """Store the pairs (ya, yb) where :func:`_load_pairs` reads them."""
+    if INTERLEAVED:
+        d = tl.arange(0, 2 * BLOCK_H)
+        m = ok[:, None] & (d < rot_dim)[None, :]
+        y = tl.reshape(tl.join(ya, yb), (BLOCK_R, 2 * BLOCK_H))
+        _store(PTR + base[:, None] + d[None, :] * sd, y, m, BF16)
+    else:
+        j = tl.arange(0, BLOCK_H)
+        m = ok[:, None] & (j < rot_dim // 2)[None, :]
+        first = PTR + base[:, None] + j[None, :] * sd
+        _store(first, ya, m, BF16)
+        _store(first + (rot_dim // 2) * sd, yb, m, BF16)
+
+
+@triton.jit
+def _load_tables(COS, SIN, POS, o, h, rows, in_row, n_pos, rot_dim,
+                 sc_o, sc_l, sc_r, sc_d, ss_o, ss_l, ss_r, ss_d, sp_o, sp_l, sp_r,
+                 INTERLEAVED: tl.constexpr, HAS_POS: tl.constexpr, WIDE64: tl.constexpr,
+                 BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr):
+    """cos and sin of every pair of the rows, in the compute type: (ca, cb, sa, sb).
+
+    With positions, row t reads table row POS[t]; a position outside
+    [0, n_pos) reads NaN (no host check: that would need a synchronisation).
+    """
+    if HAS_POS:
+        pos = tl.load(POS + o * sp_o + h * sp_l + rows * sp_r, mask=in_row, other=0)
+        pos = pos.to(tl.int64)
+        ok = in_row & (pos >= 0) & (pos < n_pos)
+        c_base = pos * sc_r
+        s_base = pos * ss_r
+    else:
+        ok = in_row
+        c_base = o * sc_o + h * sc_l + rows * sc_r
+        s_base = o * ss_o + h * ss_l + rows * ss_r
+    nan = float("nan")
+    ca, cb = _load_pairs(COS, c_base, sc_d, ok, rot_dim, nan, INTERLEAVED, BLOCK_R,
+                         BLOCK_H)
+    sa, sb = _load_pairs(SIN, s_base, ss_d, ok, rot_dim, nan, INTERLEAVED, BLOCK_R,
+                         BLOCK_H)
+    if WIDE64:  # (one return: Triton compiles a single exit)
+        ca, cb = ca.to(tl.float64), cb.to(tl.float64)
+        sa, sb = sa.to(tl.float64), sb.to(tl.float64)
+    else:
+        ca, cb = ca.to(tl.float32), cb.to(tl.float32)
+        sa, sb = sa.to(tl.float32), sb.to(tl.float32)
+    return ca, cb, sa, sb
+
+
+@triton.jit
+def _rotate_rows(X, OUT, o, h, rows, in_row, rot_dim, dim, ca, cb, sa, sb,
+                 sx_o, sx_l, sx_r, sx_d, so_o, so_l, so_r, so_d,
+                 INTERLEAVED: tl.constexpr, BF16: tl.constexpr, BLOCK_R: tl.constexpr,
+                 BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Rotate the rows of head h: (a, b) -> (a·ca − b·sa, b·cb + a·sb); copy the
+    tail."""
+    xb = o * sx_o + h * sx_l + rows * sx_r
+    ob = o * so_o + h * so_l + rows * so_r
+    xa, xp = _load_pairs(X, xb, sx_d, in_row, rot_dim, 0.0, INTERLEAVED, BLOCK_R,
+                         BLOCK_H)
+    xa = xa.to(ca.dtype)
+    xp = xp.to(ca.dtype)
+    ya = xa * ca - xp * sa  # x·cos + rot(x)·sin, pair by pair, every table entry
+    yb = xp * cb + xa * sb
+    _store_pairs(OUT, ob, so_d, in_row, rot_dim, ya, yb, INTERLEAVED, BF16, BLOCK_R,
+                 BLOCK_H)
+    if BLOCK_T > 0:  # the channels past rot_dim: copied
+        t = rot_dim + tl.arange(0, BLOCK_T)
+        m = in_row[:, None] & (t < dim)[None, :]
+        v = tl.load(X + xb[:, None] + t[None, :] * sx_d, mask=m)
+        tl.store(OUT + ob[:, None] + t[None, :] * so_d, v, mask=m)
+
+
 @triton.jit
 def _rotary_kernel(
     X, COS, SIN, OUT, POS, X2, OUT2,
-    n_loop, n_loop2, per_prog, per_prog2, n_rows, rot_dim, dim,
+    n_blocks, n_loop, n_loop2, per_prog, per_prog2, n_rows, n_pos, rot_dim, dim,
     sx_o, sx_l, sx_r, sx_d, so_o, so_l, so_r, so_d,  # x, out: outer, loop, row, channel
-    sc_o, sc_r, sc_d, ss_o, ss_r, ss_d,  # cos, sin: (outer, row, channel)
-    sp_o, sp_r,  # positions: (outer, row)
+    sc_o, sc_l, sc_r, sc_d, ss_o, ss_l, ss_r, ss_d,  # cos, sin (row: the table row)
+    sp_o, sp_l, sp_r,  # positions
     sy_o, sy_l, sy_r, sy_d, sz_o, sz_l, sz_r, sz_d,  # x2 (the keys), out2
-    INTERLEAVED: tl.constexpr, CONJ: tl.constexpr, HAS_POS: tl.constexpr,
-    HAS_X2: tl.constexpr, WIDE64: tl.constexpr, BF16: tl.constexpr,
-    BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
+    INTERLEAVED: tl.constexpr, HAS_POS: tl.constexpr, HAS_X2: tl.constexpr,
+    TABLES_PER_HEAD: tl.constexpr, WIDE64: tl.constexpr, BF16: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr,
 ):
     """A block of BLOCK_R rows of outer index o, for a group of the looped axis.
 
-    Reads the cos/sin rows once, then rotates x (and x2, the keys, when
-    HAS_X2) for each index of its group of the looped axis (the heads):
-    ``per_prog`` of them, from ``program_id(2) * per_prog``.
+    Program axis 0 is (outer index, block of rows), axis 1 the group of the
+    looped axis (the heads): ``per_prog`` of them, from ``program_id(1) *
+    per_prog``. The tables are read once for the group unless they vary along
+    the looped axis too (TABLES_PER_HEAD); then x2 (the keys, HAS_X2) too.
     """
-    o = tl.program_id(0).to(tl.int64)
-    group = tl.program_id(2)
-    rows = tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
-    d = tl.arange(0, BLOCK_D)
+    pid = tl.program_id(0)
+    o = (pid // n_blocks).to(tl.int64)
+    rows = (pid % n_blocks) * BLOCK_R + tl.arange(0, BLOCK_R)
     in_row = rows < n_rows
-    rotated = d < rot_dim
-    if INTERLEAVED:
-        partner = d ^ 1  # pairs (2i, 2i+1)
-        minus = (d % 2) == 0
-    else:
-        half = rot_dim // 2
-        partner = tl.where(d < half, d + half, d - half)  # pairs (i, i + rot_dim/2)
-        minus = d < half
-    m_rot = in_row[:, None] & rotated[None, :]
-    m_all = in_row[:, None] & (d < dim)[None, :]
     rows = rows.to(tl.int64)
-
-    # The tables, read once for every index of the looped axis.
-    if HAS_POS:
-        pos = tl.load(POS + o * sp_o + rows * sp_r, mask=in_row, other=0).to(tl.int64)
-        c_rows = pos * sc_r
-        s_rows = pos * ss_r
-    else:
-        c_rows = o * sc_o + rows * sc_r
-        s_rows = o * ss_o + rows * ss_r
-    c = tl.load(COS + c_rows[:, None] + d[None, :] * sc_d, mask=m_rot, other=0.0)
-    if CONJ:  # the backward pass: the transpose takes -s of the partner channel
-        s_cols = partner
-    else:
-        s_cols = d
-    s = tl.load(SIN + s_rows[:, None] + s_cols[None, :] * ss_d, mask=m_rot, other=0.0)
-    if CONJ:
-        s = -s
-    if WIDE64:
-        c = c.to(tl.float64)
-        s = s.to(tl.float64)
-    else:
-        c = c.to(tl.float32)
-        s = s.to(tl.float32)
-    s = tl.where(minus[None, :], -s, s)  # rot(x) = (-x_partner, x_partner) in each pair
-
+    zero = o * 0  # int64: head * stride cannot overflow int32
+    group = tl.program_id(1)
     first = group * per_prog
-    _rotate_heads(X, OUT, first, tl.minimum(first + per_prog, n_loop), o, rows, d,
-                  partner, rotated, m_all, m_rot, c, s,
-                  sx_o, sx_l, sx_r, sx_d, so_o, so_l, so_r, so_d, BF16)
-    if HAS_X2:  # the keys, with the same tables
+    if not TABLES_PER_HEAD:
+        ca, cb, sa, sb = _load_tables(
+            COS, SIN, POS, o, zero, rows, in_row, n_pos, rot_dim,
+            sc_o, sc_l, sc_r, sc_d, ss_o, ss_l, ss_r, ss_d, sp_o, sp_l, sp_r,
+            INTERLEAVED, HAS_POS, WIDE64, BLOCK_R, BLOCK_H)
+    for head in range(first, tl.minimum(first + per_prog, n_loop)):
+        h = zero + head
+        if TABLES_PER_HEAD:
+            ca, cb, sa, sb = _load_tables(
+                COS, SIN, POS, o, h, rows, in_row, n_pos, rot_dim,
+                sc_o, sc_l, sc_r, sc_d, ss_o, ss_l, ss_r, ss_d, sp_o, sp_l, sp_r,
+                INTERLEAVED, HAS_POS, WIDE64, BLOCK_R, BLOCK_H)
+        _rotate_rows(X, OUT, o, h, rows, in_row, rot_dim, dim, ca, cb, sa, sb,
+                     sx_o, sx_l, sx_r, sx_d, so_o, so_l, so_r, so_d,
+                     INTERLEAVED, BF16, BLOCK_R, BLOCK_H, BLOCK_T)
+    if HAS_X2:  # the keys, with the same tables (never per head)
         first2 = group * per_prog2
-        _rotate_heads(X2, OUT2, first2, tl.minimum(first2 + per_prog2, n_loop2), o,
-                      rows, d, partner, rotated, m_all, m_rot, c, s,
-                      sy_o, sy_l, sy_r, sy_d, sz_o, sz_l, sz_r, sz_d, BF16)
-
-
-@triton.jit
-def _rotate_heads(
-    X, OUT, first, last, o, rows, d, partner, rotated, m_all, m_rot, c, s,
-    sx_o, sx_l, sx_r, sx_d, so_o, so_l, so_r, so_d, BF16: tl.constexpr,
-):
-    """For each head h in [first, last): load the rows and their pair-swapped copy,
-    rotate, store."""
-    for head in range(first, last):
-        h = o * 0 + head  # int64 (o is), so h * stride cannot overflow int32
-        xb = X + o * sx_o + h * sx_l + rows[:, None] * sx_r
-        x = tl.load(xb + d[None, :] * sx_d, mask=m_all, other=0.0)
-        xp = tl.load(xb + partner[None, :] * sx_d, mask=m_rot, other=0.0)
-        y = x.to(c.dtype) * c + xp.to(c.dtype) * s  # the rotation, float32 or wider
-        y = tl.where(rotated[None, :], y, x)  # channels past rot_dim: copied
-        if BF16:
-            y = _round_bf16(y)
-        ob = OUT + o * so_o + h * so_l + rows[:, None] * so_r
-        tl.store(ob + d[None, :] * so_d, y.to(OUT.dtype.element_ty), mask=m_all)
+        for head in range(first2, tl.minimum(first2 + per_prog2, n_loop2)):
+            h = zero + head
+            _rotate_rows(X2, OUT2, o, h, rows, in_row, rot_dim, dim, ca, cb, sa, sb,
+                         sy_o, sy_l, sy_r, sy_d, sz_o, sz_l, sz_r, sz_d,
+                         INTERLEAVED, BF16, BLOCK_R, BLOCK_H, BLOCK_T)
 # fmt: on
 
 
 def available() -> bool:
     """True when Triton can run the kernel: on a CUDA GPU or with TRITON_INTERPRET=1."""
-    import os
-
-    return os.environ.get("TRITON_INTERPRET") == "1" or torch.cuda.is_available()
+    return _INTERPRET or torch.cuda.is_available()
 
 
-def _check(x: Tensor, layout: str, rotary_dim: int | None, out: Tensor | None) -> int:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"x must be a tensor, got {type(x).__name__}")
-    if x.dtype not in _DTYPES:
-        raise TypeError(f"x must be float32/64, bfloat16 or float16, got {x.dtype}")
-    if x.dim() < 2 or x.dim() > 4:
-        raise ValueError(
-            f"x must have 2 to 4 axes (..., seq, dim), got {tuple(x.shape)}"
-        )
-    if layout not in _LAYOUTS:
-        raise ValueError(
-            f"layout must be 'half_split' or 'interleaved', not {layout!r}"
-        )
-    dim = x.shape[-1]
-    r = dim if rotary_dim is None else rotary_dim
-    if isinstance(r, bool) or not isinstance(r, int) or r < 2 or r % 2 or r > dim:
-        raise ValueError(
-            f"rotary_dim must be an even int in [2, {dim}], got {rotary_dim!r}"
-        )
-    if out is not None:
-        if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
-            raise ValueError(
-                f"out must match x: shape {tuple(x.shape)}, {x.dtype} on {x.device}; "
-                f"got {tuple(out.shape)}, {out.dtype} on {out.device}"
-            )
-    return r
+# The plan of a launch: worked out once per signature ---------------------------------
+
+_CONSTEXPRS = ("INTERLEAVED", "HAS_POS", "HAS_X2", "TABLES_PER_HEAD", "WIDE64", "BF16",
+               "BLOCK_R", "BLOCK_H", "BLOCK_T")
+_SMS: dict[int, int] = {}  # CUDA device index -> multiprocessors
 
 
-def _tables(x: Tensor, cos: Tensor, sin: Tensor, r: int) -> tuple[Tensor, Tensor]:
-    """cos and sin expanded (strides 0, no copy) to x's shape over r channels."""
-    for name, t in (("cos", cos), ("sin", sin)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
-        if t.device != x.device:
-            raise ValueError(f"{name} is on {t.device} but x is on {x.device}")
-        if t.shape[-1] != r:
-            raise ValueError(
-                f"{name} must have rotary_dim = {r} channels, got {tuple(t.shape)}"
-            )
-        try:
-            torch.broadcast_shapes(t.shape, (*x.shape[:-1], r))
-        except RuntimeError:
-            raise ValueError(
-                f"{name} {tuple(t.shape)} does not broadcast against x {tuple(x.shape)}"
-            ) from None
-    shape = (*x.shape[:-1], r)
-    return cos.expand(shape), sin.expand(shape)
+class _Plan:
+    """One signature's launch: grid, integer arguments, constants, and after the first
+    launch the compiled kernel whose launcher later calls use directly."""
+
+    __slots__ = ("grid", "ints", "consts", "values", "device", "compiled")
+
+    def __init__(self, grid, ints, consts, device) -> None:
+        self.grid, self.ints, self.consts, self.device = grid, ints, consts, device
+        self.values = tuple(consts[name] for name in _CONSTEXPRS)
+        self.compiled: Any = None
 
 
-def _four(t: Tensor) -> Tensor:
-    """``t`` with leading axes of size 1 added up to 4 axes (a view)."""
-    return t.reshape((1,) * (4 - t.dim()) + tuple(t.shape)) if t.dim() < 4 else t
+def _pad4(shape, strides) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Sizes and strides with leading axes of size 1 (stride 0) added up to 4 axes."""
+    n = 4 - len(shape)
+    return (1,) * n + tuple(shape), (0,) * n + tuple(strides)
 
 
-def _launch(
-    out, x, cos, sin, pos, layout, r, conj, k=None, out_k=None, kernel=None
-) -> None:
-    """Run the kernel on 4-axis views (outer, looped, rows, channels) of x, out, k.
+def _lead_strides(t_shape, t_strides, x_shape3) -> tuple[int, int, int]:
+    """The strides of a tensor broadcast against x's three leading axes (after
+    padding): 0 where it has size 1 or lacks the axis."""
+    n = len(t_shape)
+    out = []
+    for a in range(3):
+        i = a - (3 - n)  # the tensor's axis aligned with x's axis a (right-aligned)
+        out.append(0 if i < 0 or t_shape[i] == 1 else t_strides[i])
+    return tuple(out)  # type: ignore[return-value]
 
-    Without ``pos``, cos and sin are expanded to x's shape over r channels;
-    with ``pos`` (positions expanded to x's token axes) they are
-    ``(n_positions, r)`` tables read at those positions. k, when given, has
-    x's shape except along the looped axis (the heads).
-    """
-    x4 = _four(x)
-    varies = _four(pos.unsqueeze(-1))[..., 0] if pos is not None else _four(cos)
-    still = [
-        a
-        for a in (0, 1, 2)
-        if x4.shape[a] == 1
-        or (varies.stride(a) == 0 and (pos is not None or _four(sin).stride(a) == 0))
-    ]
-    if k is not None and _qk_axis(x, k) is not None:
-        still = [a for a in still if a == _qk_axis(x, k)]
-    # Loop over an axis the tables do not vary along, the longest (the heads).
-    loop = max(still, key=lambda a: x4.shape[a], default=None)
-    if loop is None:  # the tables vary along every axis: one launch per index of axis 0
-        if k is not None:
-            raise ValueError(
-                "q and k in one launch need tables shared across the heads"
-            )
-        for i in range(x4.shape[0]):
-            sub = lambda t: None if t is None else _four(t)[i]
-            _launch(
-                sub(out),
-                sub(x),
-                cos if pos is not None else sub(cos),
-                sin if pos is not None else sub(sin),
-                None if pos is None else _four(pos.unsqueeze(-1))[i][..., 0],
-                layout,
-                r,
-                conj,
-            )
-        return
-    outer, rows = sorted((a for a in (0, 1, 2) if a != loop), key=lambda a: x4.shape[a])
-    perm = (outer, loop, rows, 3)
-    x4, o4 = x4.permute(perm), _four(out).permute(perm)
-    n_outer, n_loop, n_rows, dim = x4.shape
+
+def _make_plan(out, x, cos, sin, pos, layout, r, k=None, out_k=None) -> _Plan | None:
+    """The launch for these shapes and strides, or None (more than 4 axes)."""
+    if x.ndim > 4 or x.ndim < 1:
+        return None
+    shape4, sx = _pad4(x.shape, x.stride())
+    _, so = _pad4(out.shape, out.stride())
+    lead = shape4[:3]
+    dim = shape4[3]
     if pos is None:
-        c4, s4 = _four(cos).permute(perm), _four(sin).permute(perm)
-        sc = (c4.stride(0), c4.stride(2), c4.stride(3))
-        ss = (s4.stride(0), s4.stride(2), s4.stride(3))
-        p3, sp = x4, (0, 0)
+        sc = _lead_strides(cos.shape[:-1], cos.stride()[:-1], lead) + (cos.stride(-1),)
+        ss = _lead_strides(sin.shape[:-1], sin.stride()[:-1], lead) + (sin.stride(-1),)
+        sp = (0, 0, 0)
+        varies = [sc[a] != 0 or ss[a] != 0 for a in range(3)]
+        n_pos = 0
+    else:  # tables (n_pos, r) read at positions broadcast against x's token axes
+        sp = _lead_strides(pos.shape, pos.stride(), lead)
+        sc = (0, 0, cos.stride(0), cos.stride(1))
+        ss = (0, 0, sin.stride(0), sin.stride(1))
+        varies = [sp[a] != 0 for a in range(3)]
+        n_pos = cos.shape[0]
+    varies = [v and lead[a] > 1 for a, v in enumerate(varies)]
+    shared = [a for a in range(3) if not varies[a]]
+    if k is not None:  # the keys differ from q along one axis: the heads, looped
+        k4 = _pad4(k.shape, k.stride())[0]
+        diff = [a for a in range(3) if k4[a] != lead[a]]
+        shared = [a for a in shared if a in diff] if diff else shared
+        if not shared:
+            return None
+    per_head = not shared
+    if per_head:  # the tables vary along every axis: loop over the shortest
+        loop = min(range(3), key=lambda a: lead[a])
     else:
-        c4, s4 = cos, sin
-        sc = (0, cos.stride(0), cos.stride(1))
-        ss = (0, sin.stride(0), sin.stride(1))
-        p3 = varies.permute(perm[:3])
-        sp = (p3.stride(0), p3.stride(2))
+        loop = max(shared, key=lambda a: lead[a])
+    outer, rows_axis = sorted((a for a in range(3) if a != loop), key=lambda a: lead[a])
+    perm = (outer, loop, rows_axis)
+    n_outer, n_loop, n_rows = (lead[a] for a in perm)
+    half = triton.next_power_of_2(max(1, r // 2))
+    tail = dim - r
+    block_t = triton.next_power_of_2(tail) if tail > 0 else 0
+    rows_pow2 = triton.next_power_of_2(max(1, n_rows))
+    block_r = max(1, min(rows_pow2, _TILE // (2 * half), 64))
+    n_blocks = triton.cdiv(n_rows, block_r)
+    programs = n_outer * n_blocks
+    if programs >= 2**31:
+        return None
+    if pos is None:
+        stc = (sc[outer], sc[loop], sc[rows_axis], sc[3])
+        sts = (ss[outer], ss[loop], ss[rows_axis], ss[3])
+        stp = (0, 0, 0)
+    else:
+        stc, sts = (0, 0, sc[2], sc[3]), (0, 0, ss[2], ss[3])
+        stp = (sp[outer], sp[loop], sp[rows_axis])
+    order = (*perm, 3)
+    stx = tuple(sx[a] for a in order)
+    sto = tuple(so[a] for a in order)
     if k is not None:
-        k4, ok4 = _four(k).permute(perm), _four(out_k).permute(perm)
-        n_loop2, sk, sok = k4.shape[1], k4.stride(), ok4.stride()
+        k_shape4, sk = _pad4(k.shape, k.stride())
+        _, sok = _pad4(out_k.shape, out_k.stride())
+        n_loop2 = k_shape4[loop]
+        sty, stz = tuple(sk[a] for a in order), tuple(sok[a] for a in order)
     else:
-        k4, ok4, n_loop2, sk, sok = x4, o4, 0, (0,) * 4, (0,) * 4
-    block_d = triton.next_power_of_2(dim)
-    # A tile of at most 4,096 elements (BLOCK_R rows of BLOCK_D channels) keeps
-    # x, its partner copy and the tables in registers with the default 4 warps.
-    block_r = max(1, min(triton.next_power_of_2(n_rows), max(1, 4096 // block_d), 64))
-    row_blocks = triton.cdiv(n_rows, block_r)
-    groups = _head_groups(x, n_outer * row_blocks, max(n_loop, n_loop2))
-    per_prog = triton.cdiv(n_loop, groups)
-    per_prog2 = triton.cdiv(n_loop2, groups)
-    grid = (n_outer, row_blocks, groups)
-    guard = torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
-    with guard:
-        _run_kernel(kernel or _rotary_kernel, grid, (
-            x4, c4, s4, o4, p3, k4, ok4,
-            n_loop, n_loop2, per_prog, per_prog2, n_rows, r, dim,
-            *x4.stride(), *o4.stride(), *sc, *ss, *sp, *sk, *sok,
-        ), layout, conj, pos is not None, k is not None, x.dtype, block_r, block_d)
+        n_loop2, sty, stz = 0, (0,) * 4, (0,) * 4
+    groups = _head_groups(x.device, programs, max(n_loop, n_loop2))
+    per_prog, per_prog2 = triton.cdiv(n_loop, groups), triton.cdiv(n_loop2, groups)
+    ints = (n_blocks, n_loop, n_loop2, per_prog, per_prog2, n_rows, n_pos, r, dim,
+            *stx, *sto, *stc, *sts, *stp, *sty, *stz)
+    consts = dict(
+        INTERLEAVED=layout == "interleaved", HAS_POS=pos is not None,
+        HAS_X2=k is not None, TABLES_PER_HEAD=per_head,
+        WIDE64=x.dtype == torch.float64, BF16=x.dtype == torch.bfloat16,
+        BLOCK_R=block_r, BLOCK_H=half, BLOCK_T=block_t,
+    )
+    return _Plan((programs, groups, 1), ints, consts, x.device)
 
 
-def _head_groups(x: Tensor, programs: int, heads: int) -> int:
+def _head_groups(device: torch.device, programs: int, heads: int) -> int:
     """How many groups to split the heads into: enough programs to fill a GPU.
 
     Each group re-reads the tables, so heads are grouped only when the other
-    grid axes give fewer than about four programs per multiprocessor (a
+    grid axis gives fewer than about four programs per multiprocessor (a
     decoding step, a short sequence). On the CPU (Triton's interpreter,
     which runs programs one after another) there is one group.
     """
-    if not x.is_cuda or heads <= 1:
+    if device.type != "cuda" or heads <= 1:
         return 1
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    sms = _SMS.get(index)
+    if sms is None:
+        sms = torch.cuda.get_device_properties(index).multi_processor_count
+        _SMS[index] = sms
     return max(1, min(heads, triton.cdiv(4 * sms, programs)))
 
 
-def _run_kernel(kernel, grid, args, layout, conj, has_pos, has_x2, dtype, block_r,
-                block_d) -> None:
-    """Launch ``kernel`` on ``grid`` with its arguments and compile-time constants."""
-    kernel[grid](
-        *args,
-        INTERLEAVED=layout == "interleaved", CONJ=conj, HAS_POS=has_pos,
-        HAS_X2=has_x2, WIDE64=dtype == torch.float64, BF16=dtype == torch.bfloat16,
-        BLOCK_R=block_r, BLOCK_D=block_d,
-        enable_fp_fusion=False,  # no fused multiply-adds: the plain formula's roundings
-    )
+# The launch -------------------------------------------------------------------------
 
 
-def _qk_axis(q: Tensor, k: Tensor) -> int | None:
-    """The one leading axis (of the 4-axis views) where q and k differ: the heads."""
-    q4, k4 = _four(q), _four(k)
-    diff = [a for a in (0, 1, 2) if q4.shape[a] != k4.shape[a]]
-    return diff[0] if len(diff) == 1 else None
-
-
-def _overlaps(a: Tensor, b: Tensor) -> bool:
-    """Whether a and b share memory, other than as the same tensor element for element.
-
-    Views with the same shape and strides (two slices of one buffer) overlap
-    only when the distance between their starts is itself an offset inside
-    the view: decomposed greedily along the strides, largest first, which is
-    exact for views that do not overlap themselves. Other pairs overlap when
-    their address ranges do (conservative).
-    """
-    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+def _hooks_empty() -> bool:
+    """Whether no launch hook is set (a profiler sets them): the direct launch skips
+    them, so it is used only then."""
+    knobs = getattr(triton, "knobs", None)
+    if knobs is None:
         return False
-    if a.shape == b.shape and a.stride() == b.stride():
-        delta = b.storage_offset() - a.storage_offset()
-        for n, st in sorted(zip(a.shape, a.stride()), key=lambda p: -abs(p[1])):
-            if st:
-                i = max(-(n - 1), min(n - 1, int(delta / abs(st))))
-                delta -= i * abs(st)
-        return delta == 0
-
-    def span(t):
-        lo = t.data_ptr()
-        last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
-        return lo, lo + (last + 1) * t.element_size()
-
-    (a0, a1), (b0, b1) = span(a), span(b)
-    return a0 < b1 and b0 < a1
+    for hook in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook):
+        if hook is not None and getattr(hook, "calls", True):
+            return False
+    return True
 
 
-class _Rotate(torch.autograd.Function):
-    """y = x·cos + rot(x)·sin (and for k); the backward pass rotates by −θ."""
-
-    @staticmethod
-    def forward(ctx, x, k, cos, sin, pos, layout, r, out):
-        out = torch.empty_like(x)
-        out_k = None if k is None else torch.empty_like(k)
-        _launch(out, x, cos, sin, pos, layout, r, False, k, out_k)
-        tables = cos.requires_grad or sin.requires_grad
-        keep = (x, k) if tables else (None, None)
-        ctx.save_for_backward(*keep, cos, sin, pos)
-        ctx.layout, ctx.r = layout, r
-        return out if k is None else (out, out_k)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad, grad_k=None):
-        x, k, cos, sin, pos = ctx.saved_tensors
-        gx = gk = gc = gs = None
-        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-            gx = torch.empty_like(grad)
-            if grad_k is not None:
-                gk = torch.empty_like(grad_k)
-                grad_k = grad_k.contiguous()
-            _launch(gx, grad.contiguous(), cos, sin, pos, ctx.layout, ctx.r, True,
-                    grad_k, gk)
-        if ctx.needs_input_grad[2] or ctx.needs_input_grad[3]:
-            pairs = [(grad, x)] + ([(grad_k, k)] if grad_k is not None else [])
-            if ctx.needs_input_grad[2]:
-                gc = _table_grad(pairs, cos, pos, ctx.r, None)
-            if ctx.needs_input_grad[3]:
-                gs = _table_grad(pairs, sin, pos, ctx.r, ctx.layout)
-        return gx, gk, gc, gs, None, None, None, None
+def _launchable(compiled: Any) -> bool:
+    """Whether ``compiled`` (what Triton's launch returned) has the launcher this module
+    calls directly: Triton 3.x's ``CompiledKernel``."""
+    return all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata"))
 
 
-def _table_grad(pairs, table: Tensor, pos: Tensor | None, r: int, layout: str | None):
-    """Σ g·x (cos, layout None) or Σ g·rot(x) (sin) over the rows reading an entry.
+def _launch(plan: _Plan, tensors: tuple, kernel: Any = None) -> None:
+    """Launch the kernel on ``tensors`` = (x, cos, sin, out, pos, x2, out2).
 
-    Without positions the table was broadcast, so the sum runs over the
-    broadcast axes; with positions, token t read row ``pos[t]``, so its
-    share is added to that row.
+    After a first launch through Triton (which compiles, and whose result is
+    kept), a call on the current CUDA device, with no launch hook and every
+    pointer 16-byte aligned (as Triton assumed when it compiled the kernel for
+    the first call's aligned pointers), goes straight to the compiled kernel's
+    launcher: the data pointers, the kept integers and constants, the current
+    stream. Everything else takes Triton's own launch.
     """
-    from ..rotary import rotate_half, rotate_interleaved
-
-    total = torch.zeros(table.shape, dtype=table.dtype, device=table.device)
-    for g, x in pairs:
-        xr = x[..., :r]
-        if layout is not None:
-            xr = (rotate_half if layout == "half_split" else rotate_interleaved)(xr)
-        prod = g[..., :r] * xr
-        if pos is None and prod.shape == total.shape:
-            total = total + prod
-        elif pos is None:
-            # the keys have fewer heads than the (expanded) table: their share goes
-            # into one head's slice, which autograd sums with the others
-            sizes = enumerate(zip(prod.shape, total.shape))
-            a = next(i for i, (m, n) in sizes if m != n)
-            total.narrow(a, 0, 1).add_(prod.sum(a, keepdim=True))
-        else:  # only q (x) reads the tables at positions
-            total.index_add_(0, pos.reshape(-1), prod.reshape(-1, r).to(table.dtype))
-    return total
+    compiled = plan.compiled
+    if compiled is not None and kernel is None:
+        ptrs = [t.data_ptr() for t in tensors]
+        aligned = not (ptrs[0] | ptrs[1] | ptrs[2] | ptrs[3] | ptrs[4] | ptrs[5]
+                       | ptrs[6]) & 15
+        index = plan.device.index
+        if aligned and index == torch.cuda.current_device() and _hooks_empty():
+            g0, g1, g2 = plan.grid
+            stream = torch._C._cuda_getCurrentRawStream(index)
+            compiled.run(g0, g1, g2, stream, compiled.function,
+                         compiled.packed_metadata, None, None, None, *ptrs, *plan.ints,
+                         *plan.values)
+            return
+    _triton_launch(plan, tensors, kernel)
 
 
-def _run(x, cos, sin, pos, layout, r, out):
-    """The kernel through autograd, or straight into ``out`` (no autograd)."""
-    if out is None:
-        return _Rotate.apply(x, None, cos, sin, pos, layout, r, None)
-    in_place = out.data_ptr() == x.data_ptr() and out.stride() == x.stride()
-    if not in_place and _overlaps(out, x):
-        raise ValueError(
-            "out overlaps x without being x itself: pass out=x or a separate buffer"
+def _triton_launch(plan: _Plan, tensors: tuple, kernel: Any = None) -> None:
+    """Triton's own launch (it compiles on first use); keeps the compiled kernel for
+    :func:`_launch` when the pointers are aligned and the direct launch applies."""
+    device = plan.device
+    cuda = device.type == "cuda"
+    guard = torch.cuda.device(device) if cuda else contextlib.nullcontext()
+    with guard:
+        compiled = (kernel or _rotary_kernel)[plan.grid](
+            *tensors, *plan.ints, **plan.consts,
+            enable_fp_fusion=False,  # no fused multiply-add: the formula's roundings
         )
-    if torch.is_grad_enabled() and (
-        x.requires_grad or cos.requires_grad or sin.requires_grad
-    ):
-        raise ValueError(
-            "out= does not support autograd: call without out to differentiate"
-        )
-    _launch(out, x, cos, sin, pos, layout, r, False)
-    return out
+    if (kernel is None and cuda and plan.compiled is None
+            and _launchable(compiled) and _DIRECT
+            and not any(t.data_ptr() & 15 for t in tensors)):
+        plan.compiled = compiled
+
+
+# ROPELAB_TRITON_DIRECT=0 keeps every launch on Triton's own path (for comparison).
+_DIRECT = os.environ.get("ROPELAB_TRITON_DIRECT", "1") != "0"
+
+
+# The backend contract (ropelab.kernels) ---------------------------------------------
+
+_PLAIN = (Tensor, torch.nn.Parameter)
+_plans: dict[tuple, _Plan | None] = {}
+
+
+def _key(out, x, cos, sin, layout, r, *extra) -> tuple:
+    return (x.device, x.dtype, out.dtype, cos.dtype, sin.dtype, x.shape, x.stride(),
+            out.stride(), cos.shape, cos.stride(), sin.shape, sin.stride(), layout, r,
+            *extra)  # fmt: skip
+
+
+def _cached_plan(key: tuple, build: Callable[[], _Plan | None]) -> _Plan | None:
+    found = _plans.get(key, False)
+    if found is False:
+        found = build()
+        if len(_plans) >= 256:
+            _plans.clear()
+        _plans[key] = found
+    return found
+
+
+def plan(
+    out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int
+) -> Callable[[Tensor, Tensor, Tensor, Tensor], bool] | None:
+    """The backend contract of :mod:`ropelab.kernels`: a runner for calls of this
+    signature, or None where the kernel does not take them.
+
+    It takes CUDA tensors (any CPU tensor under ``TRITON_INTERPRET=1``) of
+    float32, float64, bfloat16 or float16 with 1 to 4 axes, any strides, in
+    place too (each program reads a row's pairs before writing them).
+    """
+    for t in (out, x, cos, sin):
+        if type(t) not in _PLAIN or t.is_neg() or t._is_zerotensor():
+            return None
+    if not (x.is_cuda or _INTERPRET) or x.dtype not in _DTYPES:
+        return None
+    found = _cached_plan(_key(out, x, cos, sin, layout, rotary_dim),
+                         lambda: _make_plan(out, x, cos, sin, None, layout, rotary_dim))
+    if found is None:
+        return None
+
+    def runner(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor) -> bool:
+        _launch(found, (x, cos, sin, out, x, x, out))
+        return True
+
+    return runner
+
+
+# The entry points -------------------------------------------------------------------
 
 
 def apply_rotary(
@@ -442,17 +501,21 @@ def apply_rotary(
 ) -> Tensor:
     """RoPE in one Triton launch: ``x·cos + rot(x)·sin`` on ``rotary_dim`` channels.
 
-    Same semantics as :func:`ropelab.apply_rotary` (eq. ``rot-apply``): the
-    channels past ``rotary_dim`` are copied unchanged; ``out`` may be ``x``
-    (in place) or any buffer that does not overlap it.
+    :func:`ropelab.apply_rotary` with this kernel in front of the others, for
+    CPU tensors too when Triton's interpreter is on: the same checks (the
+    same exceptions), the same aliasing rules (``out`` may be ``x`` itself,
+    in place, or memory that shares no byte with x, cos and sin), the same
+    reading of the tables (every entry, element by element), the same
+    autograd. A call the kernel does not take (more than four axes) takes the
+    torch path, as there.
 
     Args:
-        x: ``(..., seq, dim)``, 2 to 4 axes, float32/64, bfloat16 or float16,
-            any strides. ``(batch, heads, seq, dim)``, ``(batch, seq, heads,
-            dim)`` and packed ``(tokens, heads, dim)`` all work: the position
-            axis is wherever the tables vary.
+        x: ``(..., seq, dim)``, float32/64, bfloat16 or float16, any strides.
+            ``(batch, heads, seq, dim)``, ``(batch, seq, heads, dim)`` and packed
+            ``(tokens, heads, dim)`` all work: the position axis is wherever
+            the tables vary.
         cos, sin: tables that broadcast against ``x[..., :rotary_dim]``, e.g.
-            ``(seq, rotary_dim)``, ``(batch, seq, rotary_dim)`` or
+            ``(seq, rotary_dim)``, ``(batch, 1, seq, rotary_dim)`` or
             ``(seq, 1, rotary_dim)`` for ``(batch, seq, heads, dim)``; laid
             out for ``layout``, as :func:`ropelab.cos_sin` builds them.
         layout: ``"half_split"`` or ``"interleaved"``.
@@ -463,46 +526,84 @@ def apply_rotary(
         ``out`` (or a new tensor) of x's shape and dtype; differentiable in
         x, cos and sin.
     """
-    r = _check(x, layout, rotary_dim, out)
-    cos, sin = _tables(x, cos, sin, r)
-    return _run(x, cos, sin, None, layout, r, out)
+    from . import apply
+
+    x, layout, r, out = check_apply(x, cos, sin, layout, rotary_dim, out)
+    return apply(x, cos, sin, layout, r, out, first=sys.modules[__name__])
 
 
-def _check_positions(
-    x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor, r: int
-) -> Tensor:
-    for name, t in (("cos", cos), ("sin", sin)):
-        if not isinstance(t, Tensor) or t.dim() != 2 or t.shape[1] != r:
-            got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
-            raise ValueError(f"{name} must be a (n_positions, {r}) table, got {got}")
-        if t.device != x.device:
-            raise ValueError(f"{name} is on {t.device} but x is on {x.device}")
-    if (
-        not isinstance(positions, Tensor)
-        or positions.dtype.is_floating_point
-        or positions.dtype.is_complex
-        or positions.dtype == torch.bool
-    ):
-        got = (
-            positions.dtype
-            if isinstance(positions, Tensor)
-            else type(positions).__name__
-        )
-        raise TypeError(f"positions must be an integer tensor, got {got}")
-    if positions.device != x.device:
-        raise ValueError(f"positions are on {positions.device} but x is on {x.device}")
-    try:
-        pos = positions.expand(x.shape[:-1])
-    except RuntimeError:
-        raise ValueError(
-            f"positions of shape {tuple(positions.shape)} do not broadcast against "
-            f"x's token axes {tuple(x.shape[:-1])}"
-        ) from None
-    if pos.numel() and (int(pos.min()) < 0 or int(pos.max()) >= cos.shape[0]):
-        raise ValueError(
-            f"positions must lie in [0, {cos.shape[0]}), the rows of the tables"
-        )
-    return pos
+class _Rotate(torch.autograd.Function):
+    """y = x·cos + rot(x)·sin with positions or keys; the backward pass rotates by −θ
+    (the same kernel with the sine table's pairs swapped and negated)."""
+
+    @staticmethod
+    def forward(ctx, x, k, cos, sin, pos, layout, r):
+        out = torch.empty_like(x)
+        out_k = None if k is None else torch.empty_like(k)
+        _run(out, x, cos, sin, pos, layout, r, k, out_k)
+        tables = cos.requires_grad or sin.requires_grad
+        keep = (x, k) if tables else (None, None)
+        ctx.save_for_backward(*keep, cos, sin, pos)
+        ctx.layout, ctx.r = layout, r
+        return out if k is None else (out, out_k)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad, grad_k=None):
+        x, k, cos, sin, pos = ctx.saved_tensors
+        gx = gk = gc = gs = None
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+            sin_back = torch_path.backward_sin(sin, ctx.layout)
+            gx = torch.empty_like(grad)
+            if grad_k is not None:
+                gk = torch.empty_like(grad_k)
+            _run(gx, grad, cos, sin_back, pos, ctx.layout, ctx.r, grad_k, gk)
+        if ctx.needs_input_grad[2] or ctx.needs_input_grad[3]:
+            pairs = [(grad, x)] + ([(grad_k, k)] if grad_k is not None else [])
+            if ctx.needs_input_grad[2]:
+                gc = _table_grad(pairs, cos, pos, ctx.r, None)
+            if ctx.needs_input_grad[3]:
+                gs = _table_grad(pairs, sin, pos, ctx.r, ctx.layout)
+        return gx, gk, gc, gs, None, None, None
+
+
+def _run(out, x, cos, sin, pos, layout, r, k=None, out_k=None) -> None:
+    """One launch for positions or keys (planned once per signature)."""
+    extra = (None if pos is None else (pos.shape, pos.stride(), pos.dtype),
+             None if k is None else (k.shape, k.stride(), out_k.stride()))
+    found = _cached_plan(
+        _key(out, x, cos, sin, layout, r, *extra),
+        lambda: _make_plan(out, x, cos, sin, pos, layout, r, k, out_k))
+    if found is None:
+        raise ValueError("q and k in one launch need tables shared across the heads")
+    _launch(found, (x, cos, sin, out, x if pos is None else pos,
+                    x if k is None else k, out if out_k is None else out_k))
+
+
+def _table_grad(pairs, table: Tensor, pos: Tensor | None, r: int, layout: str | None):
+    """Σ g·x (cos, layout None) or Σ g·rot(x) (sin) over the rows reading an entry.
+
+    Without positions the table was broadcast, so the sum runs over the
+    broadcast axes; with positions, token t read row ``pos[t]``, so its
+    share is added to that row.
+    """
+    total = torch.zeros(table.shape, dtype=table.dtype, device=table.device)
+    for g, x in pairs:
+        xr = x[..., :r]
+        if layout is not None:
+            xr = torch_path.turn(xr, layout)
+        prod = g[..., :r] * xr
+        if pos is None and prod.shape == total.shape:
+            total = total + prod
+        elif pos is None:
+            # the keys have fewer heads than the (expanded) table: their share goes
+            # into one head's slice, which autograd sums with the others
+            sizes = enumerate(zip(prod.shape, total.shape))
+            a = next(i for i, (m, n) in sizes if m != n)
+            total.narrow(a, 0, 1).add_(prod.sum(a, keepdim=True))
+        else:  # only q (x) reads the tables at positions
+            total.index_add_(0, pos.reshape(-1), prod.reshape(-1, r).to(table.dtype))
+    return total
 
 
 def apply_rotary_at(
@@ -521,7 +622,11 @@ def apply_rotary_at(
     :func:`ropelab.positions_from_mask`) and packed or variable-length
     batches (positions from :func:`ropelab.packed_positions` of
     ``cu_seqlens``): token ``t`` of x is rotated by row ``positions[t]`` of
-    the tables, which are built once, up to the longest position.
+    the tables, which are built once, up to the longest position. The tables
+    are cast to x's dtype first, as :func:`apply_rotary` does. Positions are
+    not checked against the tables' length on the host (that would read them:
+    a synchronisation, which a CUDA graph cannot hold): the rotated channels
+    of a token whose position lies outside ``[0, n_positions)`` come out NaN.
 
     Args:
         x: ``(..., seq, dim)`` as in :func:`apply_rotary`; for a varlen
@@ -531,15 +636,30 @@ def apply_rotary_at(
         positions: integer positions that broadcast against x's token axes
             ``x.shape[:-1]``: ``(seq,)`` or ``(batch, 1, seq)`` for
             ``(batch, heads, seq, dim)``, ``(total_tokens, 1)`` for
-            ``(total_tokens, heads, dim)``; each in ``[0, n_positions)``.
+            ``(total_tokens, heads, dim)``.
+        out: as in :func:`apply_rotary` (x itself, or disjoint memory).
 
     Returns:
         x rotated, as :func:`apply_rotary` with ``cos[positions]`` and
         ``sin[positions]`` would.
     """
-    r = _check(x, layout, rotary_dim, out)
-    pos = _check_positions(x, cos, sin, positions, r)
-    return _run(x, cos, sin, pos, layout, r, out)
+    x = check_x(x)
+    layout = check_layout(layout)
+    r = check_rotary_dim(rotary_dim, x)
+    pos = check_positions(x, cos, sin, positions, r)
+    check_triton_x(x, _DTYPES, _INTERPRET)
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    if out is None:
+        if torch.is_grad_enabled() and (
+            x.requires_grad or cos.requires_grad or sin.requires_grad
+        ):
+            return _Rotate.apply(x, None, cos, sin, pos, layout, r)
+        out = torch.empty_like(x)
+    else:
+        out = check_out(out, x, cos, sin)
+        check_out_grad(out, x, cos, sin)
+    _run(out, x, cos, sin, pos, layout, r)
+    return out
 
 
 def apply_rotary_qk(
@@ -562,42 +682,12 @@ def apply_rotary_qk(
     Returns:
         (q rotated, k rotated), new tensors; differentiable.
     """
-    r = _check(q, layout, rotary_dim, None)
-    _check(k, layout, rotary_dim, None)
-    if (
-        k.dtype != q.dtype
-        or k.device != q.device
-        or k.dim() != q.dim()
-        or k.shape[-1] != q.shape[-1]
-        or (k.shape != q.shape and _qk_axis(q, k) is None)
-    ):
-        raise ValueError(
-            f"k must be like q except for its number of heads: q {tuple(q.shape)} "
-            f"{q.dtype}, "
-            f"k {tuple(k.shape)} {k.dtype}"
-        )
-    cos_q, sin_q = _tables(q, cos, sin, r)
-    return _Rotate.apply(q, k, cos_q, sin_q, None, layout, r, None)
-
-
-def rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> bool:
-    """The dispatch's hook: rotate x into out; False if the kernel does not apply.
-
-    It applies to CUDA tensors of a supported dtype with 2 to 4 axes and
-    full-width tables that broadcast against x, as :func:`ropelab.apply_rotary`
-    passes them. No autograd: the caller handles it.
-    """
-    if not (
-        x.is_cuda and x.dtype in _DTYPES and 2 <= x.dim() <= 4 and x.shape[-1] % 2 == 0
-    ):
-        return False
-    r = x.shape[-1]
-    try:
-        cos, sin = _tables(x, cos, sin, r)
-    except ValueError:
-        return False
-    _launch(out, x, cos, sin, None, layout, r, False)
-    return True
+    q, layout, r, _ = check_apply(q, cos, sin, layout, rotary_dim, None)
+    check_triton_x(q, _DTYPES, _INTERPRET)
+    k = check_keys(q, k)
+    cos, sin = cos.to(q.dtype), sin.to(q.dtype)
+    shape = (*q.shape[:-1], r)
+    return _Rotate.apply(q, k, cos.expand(shape), sin.expand(shape), None, layout, r)
 
 
 def requested_bytes(
@@ -608,18 +698,18 @@ def requested_bytes(
     Runs the kernel in Triton's interpreter on CPU copies of the inputs (on
     any machine, GPU or not) with its load and store operations wrapped, and
     adds up the bytes of every element a load or store touches (masked-off
-    lanes excluded). These are the bytes the program *asks* for; on a GPU a
-    repeated load of the same row (the partner load) is served by the cache,
-    so DRAM traffic can be lower.
+    lanes excluded). These are the bytes the program *asks* for: each element
+    of x and of the result once, each table row once for all the heads.
 
     Returns:
         ``{"x": …, "cos": …, "sin": …, "out": …}`` in bytes (ints).
     """
     from triton.runtime import interpreter as interp
 
-    x = x.detach().cpu()
-    r = _check(x, layout, None, None)
-    cos, sin = _tables(x, cos.detach().cpu(), sin.detach().cpu(), r)
+    x = check_x(x.detach().cpu())
+    layout = check_layout(layout)
+    cos, sin = cos.detach().cpu().to(x.dtype), sin.detach().cpu().to(x.dtype)
+    r = x.shape[-1]
     out = torch.empty_like(x)
     spans = {
         name: (t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes())
@@ -647,18 +737,22 @@ def requested_bytes(
     # Interpreted twins of the kernel and of the jit functions it calls, so the
     # count runs the same program whether or not TRITON_INTERPRET is set.
     module = globals()
-    helpers = {name: module[name] for name in ("_rotate_heads", "_round_bf16")}
+    helpers = {name: f for name, f in module.items() if name != "_rotary_kernel"
+               and hasattr(f, "fn") and hasattr(f, "arg_names")}
 
     def twin(f):
         if isinstance(f, interp.InterpretedFunction):
             return f
         return interp.InterpretedFunction(f.fn)
 
+    plan_ = _make_plan(out, x, cos, sin, None, layout, r)
+    plan_ = _Plan((plan_.grid[0], 1, 1), plan_.ints, plan_.consts, torch.device("cpu"))
     builder.create_masked_load = counted_load
     builder.create_masked_store = counted_store
     module.update({name: twin(f) for name, f in helpers.items()})
     try:
-        _launch(out, x, cos, sin, None, layout, r, False, kernel=twin(_rotary_kernel))
+        _triton_launch(plan_, (x, cos, sin, out, x, x, out),
+                       kernel=twin(_rotary_kernel))
     finally:
         builder.create_masked_load, builder.create_masked_store = load, store
         module.update(helpers)

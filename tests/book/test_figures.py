@@ -602,3 +602,35 @@ def test_layout_scores():
     assert float(shown[3, 2]) == 14.0 and bool(shown.mask[0, 1])  # the future is blank
     with pytest.raises(ValueError, match="square score matrices"):
         figures.layout_scores(torch.zeros(2, 3), torch.zeros(2, 3))
+
+
+# --- a fresh machine: the figures module writes nothing ---------------------------
+
+FRESH_FONT_CACHE = """
+import threading, time
+# matplotlib announces a font-cache build that runs over 5 s (a threading.Timer);
+# here every timer fires at once, as on a slow machine
+class Now(threading.Timer):
+    def __init__(self, interval, function, *args, **kwargs):
+        super().__init__(0, function, *args, **kwargs)
+threading.Timer = Now
+{import_line}
+time.sleep(0.5)
+"""
+
+
+@pytest.mark.parametrize("import_line", ["from ropelab.book import figures", "import matplotlib.pyplot"])
+def test_importing_the_figures_writes_nothing_while_the_font_cache_builds(import_line, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, MPLCONFIGDIR=str(tmp_path / "mpl"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    code = FRESH_FONT_CACHE.format(import_line=import_line)
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "mpl").is_dir()  # the cache was built from nothing
+    if import_line.startswith("from ropelab"):
+        assert run.stdout == run.stderr == ""
+    else:  # the control: without the book's filter, matplotlib says so
+        assert "building the font cache" in run.stderr

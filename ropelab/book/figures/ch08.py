@@ -138,3 +138,37 @@ def angle_error_sources(positions, curves, *, base: float, dim: int) -> Figure:
     return finish(
         fig, f"Error sources of a float32 table, d = {dim}, base {base:,.0f}"
     )
+
+
+def number_spacing(max_value: float = 2.0**26) -> Figure:
+    """The gap between a number x ≥ 1 and the next one each dtype can store,
+    2^(⌊log₂ x⌋ − p + 1), against x (08_numerics, eq. ``num-bound``).
+
+    One staircase per dtype (bfloat16, float16, float32, float64) on log-log
+    axes; float16 stops at its largest finite number, 65,504. A dashed line
+    marks a gap of 1: to its right, consecutive integers, that is consecutive
+    positions, collide in that dtype. Called as ``figures.ch08.number_spacing``.
+    """
+    p_bits = {"bfloat16": 8, "float16": 11, "float32": 24, "float64": 53}
+    top = int(np.log2(max_value))
+    fig, ax = new_figure(width=6.8, height=4.2)
+    for name, p in p_bits.items():
+        last = 16 if name == "float16" else top  # float16 ends in [2^15, 2^16)
+        e = np.arange(0, last + 1)
+        x = 2.0 ** e
+        gap = 2.0 ** (e - p + 1)
+        if name == "float16":
+            x, gap = np.append(x[:-1], 65504.0), np.append(gap[:-1], gap[-2])
+        ax.step(x, gap, where="post", lw=1.8, label=f"{name} (p = {p})",
+                ls=":" if name == "float64" else "-")
+    ax.axhline(1.0, color="0.35", ls="--", lw=1)
+    ax.annotate("gap > 1: consecutive\nintegers collide",
+                (2.0**17, 1.0), xytext=(0, 6), textcoords="offset points",
+                fontsize="small", color="0.25", va="bottom")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("number x, e.g. a position (log scale)")
+    ax.set_ylabel("gap to the next number")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    return finish(fig, "How far apart the numbers of each dtype lie")
