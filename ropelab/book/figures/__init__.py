@@ -2,7 +2,7 @@
 
 ``from ropelab.book import figures`` then ``figures.frequency_ladder(...)``: each
 function is re-exported here from its chapter's module (``figures.ch01`` ...
-``figures.ch14``, ``figures.intro``), which holds it. The shared style lives in
+``figures.ch15``, ``figures.intro``), which holds it. The shared style lives in
 ``figures._style``.
 
 Each function is pure: it takes data or parameters, computes what it needs
@@ -46,6 +46,7 @@ from . import ch11  # noqa: E402
 from . import ch12  # noqa: E402
 from . import ch13  # noqa: E402
 from . import ch14  # noqa: E402
+from . import ch15  # noqa: E402
 from ._style import (  # noqa: E402
     BOOK_STYLE,
     COLUMN_WIDTH,
@@ -98,6 +99,12 @@ from .ch13 import (  # noqa: E402
     layer_plans,
 )
 from .ch14 import triton_programs, kernel_traffic  # noqa: E402
+from .ch15 import (  # noqa: E402
+    pair_usage,
+    attention_distance,
+    extension_perplexity,
+    rebuild_damage,
+)
 
 # The figure modules, in reading order.
 CHAPTERS = (
@@ -116,6 +123,7 @@ CHAPTERS = (
     ch12,
     ch13,
     ch14,
+    ch15,
 )
 
 __all__ = [
@@ -171,4 +179,8 @@ __all__ = [
     "layer_plans",
     "triton_programs",
     "kernel_traffic",
+    "pair_usage",
+    "attention_distance",
+    "extension_perplexity",
+    "rebuild_damage",
 ]
