@@ -150,7 +150,7 @@ def apply_rotary(
     (tokens, heads, dim), packed      (tokens, 1, dim)
     ================================  =========================================
 
-    One dispatch (:mod:`ropelab.kernels`) computes it without the plain
+    One dispatch (``ropelab.kernels``) computes it without the plain
     formula's temporaries (09_performance): the fused C kernel on the CPU, the
     Triton kernel on a CUDA GPU where Triton imports (14_triton_kernel), and
     elsewhere the torch path. Every backend reads every table entry where the

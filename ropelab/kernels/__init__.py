@@ -72,7 +72,7 @@ def kernel_status() -> dict[str, object]:
     ``hardware_bf16`` (whether it rounds bfloat16 with AVX512-BF16's
     instruction, to the same bits) and ``replaced`` (which untrusted or corrupt
     library was deleted and rebuilt, or None). On a CUDA GPU apply_rotary
-    uses the Triton kernel where Triton imports (:func:`triton_status`).
+    uses the Triton kernel where Triton imports (``triton_status()``).
     """
     return cpu.status()
 
