@@ -125,6 +125,47 @@ def test_head_stage_first_layer_recomputed_exactly(model, shipped):
         assert heads[key][0] == shipped["heads"][key][0], key
 
 
+def test_extend_first_chunk_recomputed(model, shipped):
+    """The first chunk of every extension run, recomputed on a short input.
+
+    Attention is causal, so the losses of the first ``chunk`` targets depend on the
+    first ``chunk + 1`` tokens only, and on the tables of their positions: the same
+    tables here as in the window (dynamic NTK's rescaled for the whole window). The
+    sums agree to float32 rounding (the results keep 4 decimals of sums near 400),
+    the counts of next tokens that agree with no scaling exactly.
+    """
+    ext = shipped["extend"]
+    n, window = ext["chunk"] + 1, ext["window"]
+    start = ext["runs"]["none"]["windows"][0]["start"]
+    static = [m for m in ext["runs"] if m != "dynamic"]
+    short = rm.extend_stage(
+        model, window=n, starts=(start,), factor=ext["factor"], methods=static,
+        rebuild=False,
+    )
+    got = {m: short["runs"][m]["windows"][0] for m in static}
+    ids = llama.tokens(start, n)
+    tables = llama.rope_tables(
+        model.config, torch.arange(n), layout=model.layout, seq_len=window,
+        rope_parameters=ext["runs"]["dynamic"]["rope_parameters"],
+    )
+    nll, top = rm.sequence_nll(model, ids, tables=tables)
+    _, top_none = rm.sequence_nll(model, ids)
+    got["dynamic"] = {
+        "chunk_nll": rm.chunk_sums(nll),
+        "chunk_agree_none": [int((top == top_none).sum())],
+    }
+    for name, run in ext["runs"].items():
+        want = run["windows"][0]
+        assert run["rope_parameters"] == rm.rope_parameters(
+            name, model.config, ext["factor"]
+        )
+        assert got[name]["chunk_nll"][0] == pytest.approx(
+            want["chunk_nll"][0], abs=2e-3
+        ), name
+        if name != "none":
+            assert got[name]["chunk_agree_none"][0] == want["chunk_agree_none"][0]
+
+
 def test_layout_stage_recomputed(model, shipped):
     got = rm.layout_stage(model, shipped["layout"]["tokens"])
     for key, value in shipped["layout"]["ppl"].items():
