@@ -167,7 +167,8 @@ def full_turn_count(
     ax.set_xlabel("context length L (tokens)")
     ax.set_ylabel(r"pairs with $\lambda_j \leq L$, $N(L)$")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="lower right")  # the staircases start at the left, the d/2 line is on top
+    # the staircases start at the left and the d/2 line runs along the top
+    ax.legend(loc="lower right")
     return finish(fig, f"How many pairs complete a turn within L tokens, d = {dim}")
 
 
@@ -221,6 +222,7 @@ def frequency_spectrum(
         ax.grid(True, which="major", alpha=0.3)
     # in the corner each panel's lines leave empty (the colours name the bases)
     ax_theta.legend(loc="lower left", fontsize="small")
-    ax_lambda.set_ylim(top=30 * wavelengths(dim, max(bases)).max().item())  # legend room
+    # room above the lines for the legend
+    ax_lambda.set_ylim(top=30 * wavelengths(dim, max(bases)).max().item())
     ax_lambda.legend(loc="upper left", fontsize="small")
     return finish(fig, f"The RoPE frequency ladder, d = {dim}")

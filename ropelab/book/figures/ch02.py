@@ -18,6 +18,19 @@ from ._style import finish, new_figure
 __all__ = ["shift_invariance", "pair_rotation", "pair_score"]
 
 
+def _free_corner(phases: Sequence[float]) -> str:
+    """The legend corner of a square plot centred on 0 farthest, in angle, from
+    vectors with these phases (radians)."""
+    corners = {"upper right": 45, "upper left": 135, "lower left": -135,
+               "lower right": -45}
+
+    def gap(corner: str) -> float:  # the angle to the nearest vector
+        a = math.radians(corners[corner])
+        return min(abs(math.remainder(a - p, 2 * math.pi)) for p in phases)
+
+    return max(corners, key=gap)
+
+
 def shift_invariance(
     q: complex = complex(1.0, 0.3),
     k: complex = complex(0.6, 0.7),
@@ -75,17 +88,7 @@ def shift_invariance(
             ("as placed" if s == 0 else f"both shifted by s = {s}")
             + f"\nangle = {abs(a1 - a0):.3f} rad, score = {score:.3f}"
         )
-        # the corner farthest, in angle, from both vectors
-        corners = {"upper right": 45, "upper left": 135, "lower left": -135,
-                   "lower right": -45}
-        loc = max(
-            corners,
-            key=lambda c: min(
-                abs(math.remainder(math.radians(corners[c]) - cmath.phase(z), 2 * math.pi))
-                for z in (fq, fk)
-            ),
-        )
-        ax.legend(loc=loc, fontsize=9)
+        ax.legend(loc=_free_corner([cmath.phase(fq), cmath.phase(fk)]), fontsize=9)
     return finish(
         fig,
         f"Shifting both positions turns both vectors by sθ (θ = {theta} rad/token)",

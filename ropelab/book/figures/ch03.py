@@ -155,7 +155,9 @@ def score_comparison(
     for ax, data, title in zip(axes[:2], (a, b), titles):
         im = ax.imshow(data, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
         ax.set_title(title)
-    fig.colorbar(im, ax=axes[:2].tolist(), label="score q·k/√d (dimensionless)", shrink=0.85)
+    fig.colorbar(
+        im, ax=axes[:2].tolist(), label="score q·k/√d (dimensionless)", shrink=0.85
+    )
     im_d = axes[2].imshow(diff, cmap="PuOr_r", vmin=-dmax, vmax=dmax)
     axes[2].set_title(titles[2])
     fig.colorbar(im_d, ax=axes[2], label="Δ score (dimensionless)", shrink=0.85)
