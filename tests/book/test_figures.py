@@ -286,7 +286,9 @@ def test_decode_scores():
     for ax in fig.axes:
         assert len(ax.get_lines()) == 2
         assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
-        assert len(ax.get_legend().get_texts()) == 3  # two lines and the shaded generated keys
+    # one legend for both panels: two lines and the shaded generated keys
+    (legend,) = fig.legends
+    assert len(legend.get_texts()) == 3
     weights = fig.axes[1].get_lines()[0].get_ydata()
     assert weights.sum() == pytest.approx(1.0)
     assert fig.get_suptitle()
