@@ -40,10 +40,10 @@ def rotation_matrix_sparsity(
     """
     theta = inv_freq(dim, base, dtype=torch.float64)
     cmap = plt.get_cmap("viridis").with_extremes(bad="white")
-    fig, axes = new_figure(1, 2, width=9.6, height=4.6)
+    fig, axes = new_figure(1, 2, width=9.6, height=5.0)
     titles = {
         "interleaved": "interleaved:\nblock diagonal",
-        "half_split": "half-split:\n$P R_{inter} P^T$",
+        "half_split": "half-split:\nP R Pᵀ",
     }
     image = None
     for ax, layout in zip(axes, ("interleaved", "half_split")):
