@@ -14,7 +14,8 @@ from ropelab.book.cost import BENCH_CPU, METHODS
 
 def test_traffic_table_divides_by_token_heads():
     t = SimpleNamespace(bytes_read=640, bytes_written=320, bytes_allocated=0)
-    lines = ch09.traffic_table({(torch.bfloat16, "copy_"): t}, token_heads=5).splitlines()
+    table = ch09.traffic_table({(torch.bfloat16, "copy_"): t}, token_heads=5)
+    lines = table.splitlines()
     assert lines[1].split() == ["bfloat16", "copy_", "128", "64", "0"]
 
 
@@ -48,3 +49,31 @@ def test_goal_lines_count_each_covered_goal():
     text = ch09.goal_lines(goals, grid)
     covered = [g for g in goals if list(bench.verdicts([g], grid))]
     assert text.count("slowest:") == len(covered) > 0
+
+
+CHAPTER_BARS = [  # the two calls of the chapter, and every method
+    (["copy_", "clone", "ropelab_half_split", "ropelab_half_split_out"], "float32"),
+    (["copy_", "clone", "hf", "complex", "dense_R", "ropelab_half_split",
+      "ropelab_half_split_out", "torch_half_split_out", "torch_interleaved_out"],
+     "bfloat16"),
+    (list(METHODS), "float32"),
+]
+
+
+@pytest.mark.parametrize("methods, dtype", CHAPTER_BARS)
+def test_cost_bars_legend_covers_no_bar_or_label(methods, dtype):
+    pytest.importorskip("matplotlib")
+    from ropelab.book import figures
+
+    fig = figures.cost_bars(methods, dtype=dtype)
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    legends = [*fig.legends, *([ax.get_legend()] if ax.get_legend() else [])]
+    assert legends
+    covered = []
+    for legend in legends:
+        box = legend.get_window_extent()
+        covered += [p for p in ax.patches if p.get_window_extent().overlaps(box)]
+        labels = ax.get_xticklabels()
+        covered += [t for t in labels if t.get_window_extent().overlaps(box)]
+    assert not covered

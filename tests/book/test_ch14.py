@@ -27,7 +27,9 @@ def test_listing_runs_from_first_to_last_dedented():
     assert ch14.listing("bits = y.to(", "bits = y.to(").startswith("bits")
 
 
-@pytest.mark.parametrize("first, last", [("no such line", "x"), ("def _store(", "nope")])
+@pytest.mark.parametrize(
+    "first, last", [("no such line", "x"), ("def _store(", "nope")]
+)
 def test_listing_names_the_missing_line(first, last):
     with pytest.raises(ValueError, match="first" if last == "x" else "last"):
         ch14.listing(first, last)
@@ -36,7 +38,8 @@ def test_listing_names_the_missing_line(first, last):
 def test_gpu_run_reads_machine_and_both_tables():
     run = ch14.load_gpu_run()
     assert run.machine["gpu"].startswith("NVIDIA")
-    assert all(run.machine[k] != "?" for k in ("triton", "transformers", "liger", "date"))
+    versions = ("triton", "transformers", "liger", "date")
+    assert all(run.machine[k] != "?" for k in versions)
     # each table row's ratio is its GPU time over copy_'s, to the files' rounding
     for r in run.peers:
         assert r["ours_x"] == pytest.approx(r["ours_g"] / r["copy_g"], abs=0.06)
