@@ -106,16 +106,16 @@ def peers_table(run: GpuRun) -> str:
     float32's torch.compile column fell back to eager in that run (recompile limit):
     shown as ``-``.
     """
-    head = (f"{'':<14} {'GPU time / copy_':^22}   {'eager call (us)':^22}\n"
-            f"{'dtype':<8} {'S':>6} {'ours':>6} {'Liger':>6} {'comp.':>6}   "
-            f"{'ours':>6} {'Liger':>6} {'comp.':>6}")
+    head = (f"{'':<14} {'GPU time / copy_':^24}   {'eager call (µs)':^24}\n"
+            f"{'dtype':<8} {'S':>6} {'ours':>6} {'Liger':>6} {'compile':>8}   "
+            f"{'ours':>6} {'Liger':>6} {'compile':>8}")
     lines = [line.rstrip() for line in head.splitlines()]
     for r in run.peers:
         bad = r["dtype"] == "float32"  # compile fell back to eager there
         comp = ("-", "-") if bad else (f"{r['hfc_x']:.2f}", f"{r['hfc_e']:.0f}")
         lines.append(
             f"{r['dtype']:<8} {r['S']:>6,.0f} {r['ours_x']:>6.2f} {r['liger_x']:>6.2f} "
-            f"{comp[0]:>6}   {r['ours_e']:>6.0f} {r['liger_e']:>6.0f} {comp[1]:>6}")
+            f"{comp[0]:>8}   {r['ours_e']:>6.0f} {r['liger_e']:>6.0f} {comp[1]:>8}")
     return "\n".join(lines)
 
 
@@ -133,6 +133,6 @@ def layout_table(run: GpuRun) -> str:
         lines.append(f"{dtype:<9}{layout:<12}{cells}")
     host = [r["host_us"] for r in run.split]
     gpu1 = [r["tri_graph_us"] for r in run.split if r["S"] == 1]
-    lines.append(f"S = 1: GPU time {min(gpu1):.1f}-{max(gpu1):.1f} us; host time of "
-                 f"one eager call (any S): {min(host):.0f}-{max(host):.0f} us")
+    lines.append(f"S = 1: GPU time {min(gpu1):.1f}-{max(gpu1):.1f} µs; host time of "
+                 f"one eager call (any S): {min(host):.0f}-{max(host):.0f} µs")
     return "\n".join(lines)
