@@ -118,7 +118,7 @@ def rope_scores(
         pos = (
             torch.arange(x.shape[-2], device=x.device)
             if pos is None
-            else as_positions(pos, x.device)
+            else as_positions(pos, x.device, name=f"positions_{name}")
         )
         if pos.ndim != 1 or pos.shape[0] != x.shape[-2]:
             raise ValueError(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._checks import check_dim
+from ._checks import check_dim, check_tensor
 
 __all__ = [
     "half_split_permutation",
@@ -40,8 +40,7 @@ def half_split_permutation(dim: int) -> Tensor:
 
 
 def _check_last_even(x: Tensor, name: str) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    check_tensor(x, name)  # any dtype: a permutation moves values
     if x.ndim < 1 or x.shape[-1] == 0 or x.shape[-1] % 2:
         raise ValueError(
             f"{name}'s last axis must be even and non-empty, got shape {tuple(x.shape)}"
@@ -73,8 +72,7 @@ def to_interleaved(x: Tensor) -> Tensor:
 
 
 def _check_weight(weight: Tensor, n_heads: int, bias: bool) -> int:
-    if not isinstance(weight, Tensor):
-        raise TypeError(f"weight must be a torch.Tensor, got {type(weight).__name__}")
+    check_tensor(weight, "weight")  # any dtype (a quantised weight too)
     if bias and weight.ndim != 1:
         raise ValueError(
             f"with bias=True, weight must be a 1-D bias (n_heads * head_dim,), "

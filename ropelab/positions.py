@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_inv_freq, check_layout, check_x
+from ._checks import as_positions, check_inv_freq, check_layout, check_tensor, check_x
 from .rotary import apply_rotary, cos_sin_from_angles
 
 __all__ = ["packed_positions", "positions_from_mask", "rerotate_keys"]
@@ -49,9 +49,7 @@ def positions_from_mask(attention_mask: Tensor) -> Tensor:
         ValueError: the mask has no sequence axis or holds a value other
             than 0 and 1.
     """
-    if not isinstance(attention_mask, Tensor):
-        raise TypeError("attention_mask must be a torch.Tensor, "
-                        f"got {type(attention_mask).__name__}")
+    check_tensor(attention_mask, "attention_mask")
     if attention_mask.is_floating_point() or attention_mask.is_complex():
         raise TypeError(
             "attention_mask must have an integer or bool dtype, got "

@@ -19,7 +19,14 @@ import torch
 from torch import Tensor
 
 from . import kernels
-from ._checks import PositionsLike, check_apply, check_float_tensor, check_layout
+from ._checks import (
+    PositionsLike,
+    check_apply,
+    check_float_tensor,
+    check_layout,
+    check_number,
+    check_table_dtype,
+)
 from .frequencies import angles
 from .kernels import kernel_status  # noqa: F401  (former home of ropelab.kernel_status)
 
@@ -42,6 +49,15 @@ def cos_sin(
 
     Shapes: positions ``(..., seq)``, inv_freq ``(dim // 2,)`` ->
     ``(cos, sin)``, each ``(..., seq, dim)`` in ``dtype``.
+
+    Raises:
+        TypeError: positions not integers; inv_freq not a dense float32/float64
+            tensor; ``dtype`` not a floating-point dtype (an integer dtype
+            would round the tables to 0); ``attention_scaling`` not a number.
+        ValueError: a negative position; inv_freq not 1-D, empty, or (on the
+            CPU) not finite; positions on another device than inv_freq (the CPU
+            excepted); ``attention_scaling`` not finite and > 0; an unknown
+            ``layout``. No positions give empty tables.
     """
     return cos_sin_from_angles(angles(positions, inv_freq), layout=check_layout(layout),
                                attention_scaling=attention_scaling, dtype=dtype)
@@ -63,8 +79,13 @@ def cos_sin_from_angles(
     that are not m·θ_j of one position (10_multi_axis).
 
     Shapes: ``(..., seq, dim // 2)`` float32/float64 -> each ``(..., seq, dim)``.
+    Raises as :func:`cos_sin` does for ``layout``, ``attention_scaling`` and
+    ``dtype``.
     """
     layout = check_layout(layout)
+    dtype = check_table_dtype(dtype)
+    attention_scaling = check_number(attention_scaling, "attention_scaling",
+                                     minimum=0.0, above=True)
     if not isinstance(pair_angles, Tensor) or pair_angles.dtype not in (torch.float32,
                                                                          torch.float64):
         got = getattr(pair_angles, "dtype", type(pair_angles).__name__)
@@ -84,6 +105,8 @@ def _check_even(x: object) -> Tensor:
     x = check_float_tensor(x, "x")
     if x.ndim < 1 or x.shape[-1] % 2:
         raise ValueError(f"x's last axis must be even, got shape {tuple(x.shape)}")
+    if not x.shape[-1]:
+        raise ValueError(f"x's last axis must be positive, got shape {tuple(x.shape)}")
     return x
 
 
