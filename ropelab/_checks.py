@@ -8,8 +8,10 @@ The policy, held by ``tests/test_bad_input.py``: tensors are dense (sparse
 layouts are refused) and real where a dtype is asked for; a number with a
 meaning (a base, a factor, a scale) is finite and in its range; an empty batch
 or sequence is accepted, an empty head dimension is not; meta tensors are
-accepted as shapes, and a tensor on another device than the others is refused
-(integer positions may also sit on the CPU, as a list does). Values are read
+accepted as shapes; a tensor on another device than the others is refused
+where it is data (x, cos, sin, out, q, k), while integer positions and the d/2
+frequencies are moved where the computation is (meta, which has no values to
+move, is refused). Values are read
 only where that is cheap and never forces a device synchronisation: the finite
 check of ``inv_freq`` runs where it lives on the CPU.
 """
@@ -48,7 +50,8 @@ def check_number(
     """Return ``value`` as a float after checking it is a finite real number
     (not a bool), at least ``minimum`` (greater than it when ``above``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+        raise TypeError(
+            f"{name} must be a number, got {type(value).__name__} {value!r}")
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value}")
@@ -151,16 +154,15 @@ def as_positions(
     expressed by scaling ``inv_freq`` instead. ``name`` is used in error
     messages; ``nonnegative=False`` admits negative values (distances m − n).
     The sign check reads the values (a synchronisation on a GPU); on the
-    ``meta`` device, which has none, it is skipped. A tensor on another device
-    than ``device`` is refused unless it is on the CPU (then it is moved, as a
-    list is).
+    ``meta`` device, which has none, it is skipped. Positions are moved to
+    ``device`` (a few integers, as a list is), except from the meta device,
+    which has no values to move: that is refused.
     """
     if isinstance(positions, Tensor):
         t = check_tensor(positions, name)
-        if (device is not None and t.device != torch.device(device)
-                and t.device.type != "cpu"):
-            raise ValueError(f"{name} are on {t.device} but the computation is on "
-                             f"{device}: pass them on that device or on the CPU")
+        if t.is_meta and device is not None and torch.device(device).type != "meta":
+            raise ValueError(f"{name} are on {t.device} (shapes only, no values) but "
+                             f"the computation is on {device}")
     elif isinstance(positions, bool):
         raise TypeError(f"{name} must be integers, got bool")
     elif isinstance(positions, (int, range, list, tuple)):

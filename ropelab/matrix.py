@@ -50,6 +50,12 @@ def rotation_matrix(
 
     Returns:
         Tensor ``(dim, dim)``.
+
+    Raises:
+        TypeError: ``position`` not one integer (a float, a bool, a tensor of
+            several); inv_freq not a dense float32/float64 tensor.
+        ValueError: a negative ``position``; inv_freq as :func:`ropelab.angles`
+            refuses it; an unknown ``layout``.
     """
     inv_freq = check_inv_freq(inv_freq)
     layout = check_layout(layout)

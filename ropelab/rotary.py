@@ -114,7 +114,9 @@ def rotate_half(x: Tensor) -> Tensor:
     """``cat(-x2, x1)`` for the halves x1, x2 of x (03_pairing, eq. ``rotatehalf``).
 
     The 90° turn (a, b) -> (-b, a) of every half-split pair (x_i, x_{i+d/2}).
-    Shapes: ``(..., dim)`` -> ``(..., dim)``.
+    Shapes: ``(..., dim)`` -> ``(..., dim)``. Raises ``TypeError`` for an x that
+    is not a dense real floating tensor, ``ValueError`` for a last axis that is
+    missing, odd or empty.
     """
     x1, x2 = _check_even(x).chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
@@ -124,7 +126,7 @@ def rotate_interleaved(x: Tensor) -> Tensor:
     """The 90° turn of every interleaved pair: (x_2i, x_2i+1) -> (-x_2i+1, x_2i).
 
     The twin of :func:`rotate_half` (03_pairing, eq. ``rotateinterleaved``).
-    Shapes: ``(..., dim)`` -> ``(..., dim)``.
+    Shapes: ``(..., dim)`` -> ``(..., dim)``. Raises as :func:`rotate_half`.
     """
     pairs = _check_even(x).unflatten(-1, (-1, 2))
     return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
@@ -202,7 +204,19 @@ def apply_rotary(
             ``x`` itself (in place): decoding loops reuse one.
 
     Returns:
-        Tensor of ``x``'s shape, dtype and device (``out`` when given).
+        Tensor of ``x``'s shape, dtype and device (``out`` when given). Empty
+        batches and sequences give empty results; NaN in ``x`` or the tables is
+        data and passes through.
+
+    Raises:
+        TypeError: x, cos, sin or out not a dense real floating tensor (x may
+            not be complex or sparse); ``rotary_dim`` not an int.
+        ValueError: x without a ``(seq, dim)`` pair of axes, or with an odd or
+            empty ``dim``; cos, sin or out on another device than x; tables
+            whose last axis is not ``rotary_dim``, that do not broadcast to x, or
+            whose shapes differ; an unknown ``layout``; ``rotary_dim`` odd or
+            outside (0, dim]; out not of x's shape and dtype, overlapping x (other
+            than in place) or the tables, broadcast, or used under autograd.
     """
     done = kernels._replay(x, cos, sin, layout, rotary_dim, out)
     if done is not None:  # a call like one already checked (a decoding loop's)

@@ -434,6 +434,19 @@ def scaled_inv_freq(
         ``(inv_freq, attention_scaling)``: Tensor ``(rotary_dim // 2,)`` and the
         factor that multiplies cos and sin (YaRN's and LongRoPE's temperature; 1
         otherwise).
+
+    Raises:
+        TypeError: ``dim`` not an int, ``base`` not a number, ``scaling`` not a
+            dict or None, ``dtype`` not float32/float64, a number of the dict
+            (``attention_factor``, ``beta_fast``, ...) not a number.
+        ValueError: ``dim`` or ``base`` out of range (as :func:`ropelab.inv_freq`);
+            an unknown ``rope_type`` or a missing key; ``factor`` not finite and
+            >= 1; ``original_max_position_embeddings`` not a positive int;
+            ``attention_factor``, ``mscale``, ``low_freq_factor``,
+            ``high_freq_factor`` and each entry of ``short_factor`` /
+            ``long_factor`` not finite and > 0; ``beta_fast`` not above
+            ``beta_slow``; ``rope_theta`` disagreeing with ``base``; ``seq_len``
+            not a positive int.
     """
     dim = check_dim(dim)
     base = check_base(base)

@@ -5,8 +5,10 @@ and names the exception and a pattern its message must hold: the argument's
 name, so that a caller never decodes an error from deep inside torch. The
 kinds: wrong types and dtypes (tables' too), NaN / infinite / zero / negative
 numbers where a number has a meaning, sparse and complex tensors, empty
-tensors, another device (``meta`` stands for it on a machine without a GPU),
-shapes that do not broadcast. A second table holds what each function accepts
+tensors, another device (``meta`` stands for it on a machine without a GPU:
+data on another device is refused, while integer positions and the d/2
+frequencies are moved where the computation is, except from meta, which has no
+values), shapes that do not broadcast. A second table holds what each function accepts
 on purpose (its docstring's policy): empty batches and sequences, frequencies of
 zero, NaN in the data. Meta inputs on their own are accepted everywhere
 (shapes only): ``test_devices.py``.
@@ -150,7 +152,7 @@ BAD = [
      "positions"),
     ("angles", "negative position", lambda: angles([0, -1], TH), V, "positions"),
     ("angles", "sparse positions", lambda: angles(sparse(POS), TH), T, "positions"),
-    ("angles", "positions on another device",
+    ("angles", "positions on meta, no values to move",
      lambda: angles(POS.to(M), TH), V, "positions"),
     ("angles", "a list for inv_freq", lambda: angles(POS, [1.0, 0.1]), T, "inv_freq"),
     ("angles", "int inv_freq", lambda: angles(POS, TH.int()), T, "inv_freq"),
@@ -181,7 +183,7 @@ BAD = [
     ("cos_sin", "unknown layout", lambda: cos_sin(POS, TH, layout="paired"), V, "layout"),
     ("cos_sin", "NaN inv_freq", lambda: cos_sin(POS, with_theta(NAN, 0.1)), V,
      "inv_freq"),
-    ("cos_sin", "positions on another device", lambda: cos_sin(POS.to(M), TH), V,
+    ("cos_sin", "positions on meta, no values to move", lambda: cos_sin(POS.to(M), TH), V,
      "positions"),
     # rotate_half / rotate_interleaved
     ("rotate_half", "int x", lambda: rotate_half(POS[:4]), T, "x"),
@@ -251,7 +253,7 @@ BAD = [
     ("apply_rotary_complex", "NaN inv_freq",
      lambda: apply_rotary_complex(X, POS, with_theta(1.0, NAN, 0.1, 0.01)), V,
      "inv_freq"),
-    ("apply_rotary_complex", "positions on another device",
+    ("apply_rotary_complex", "positions on meta, no values to move",
      lambda: apply_rotary_complex(X, POS.to(M), TH), V, "positions"),
     # rotation_matrix
     ("rotation_matrix", "float position", lambda: rotation_matrix(1.5, TH), T, "position"),
@@ -320,7 +322,7 @@ BAD = [
      "offset"),
     ("RotaryEmbedding.forward", "q on another device", lambda: emb()(X.to(M), X.to(M)),
      V, "q"),
-    ("RotaryEmbedding.forward", "positions on another device",
+    ("RotaryEmbedding.forward", "positions on meta, no values to move",
      lambda: emb()(X, X, positions=POS.to(M)), V, "positions"),
     # decay_bound
     ("decay_bound", "float distances", lambda: decay_bound(POS.float(), 8), T,
@@ -364,7 +366,7 @@ BAD = [
      lambda: rerotate_keys(X, 2, with_theta(1.0, NAN, 0.1, 0.01)), V, "inv_freq"),
     ("rerotate_keys", "inv_freq of another length", lambda: rerotate_keys(X, 2, TH[:2]),
      V, "inv_freq"),
-    ("rerotate_keys", "delta on another device",
+    ("rerotate_keys", "delta on meta, no values to move",
      lambda: rerotate_keys(X, torch.tensor(2, device=M), TH), V, "delta"),
     # rope_scores
     ("rope_scores", "int q", lambda: rope_scores(X.int(), X), T, "q"),
@@ -405,7 +407,7 @@ ACCEPTED = [
     ("angles", "zero and negative frequencies (a pair that stands still or turns back)",
      lambda: angles(POS, with_theta(1.0, 0.0, -0.5)), (5, 3)),
     ("cos_sin", "no positions", lambda: cos_sin(torch.arange(0), TH)[0], (0, 8)),
-    ("cos_sin", "positions on the CPU, inv_freq anywhere (moved, as a list is)",
+    ("cos_sin", "positions moved to inv_freq's device, as a list is",
      lambda: cos_sin(POS, TH.to(M))[0], (5, 8), M),
     ("apply_rotary_complex", "inv_freq on the CPU, x anywhere (moved: d/2 numbers)",
      lambda: apply_rotary_complex(X.to(M), POS, TH), (2, 3, 5, 8), M),
