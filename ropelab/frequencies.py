@@ -75,7 +75,7 @@ def wavelengths(dim: int, base: float = 10000.0) -> Tensor:
         Tensor ``(dim // 2,)``, increasing.
 
     Raises:
-        As :func:`inv_freq` for ``dim`` and ``base``.
+        TypeError, ValueError: as :func:`inv_freq` for ``dim`` and ``base``.
     """
     return 2 * math.pi / inv_freq(dim, base, dtype=torch.float64)
 

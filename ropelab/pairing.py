@@ -147,7 +147,7 @@ def unpermute_qk_weight(weight: Tensor, n_heads: int, *, bias: bool = False) -> 
         Tensor of ``weight``'s shape, dtype and device.
 
     Raises:
-        As :func:`permute_qk_weight`.
+        TypeError, ValueError: as :func:`permute_qk_weight`.
     """
     head_dim = _check_weight(weight, n_heads, bias)
     rows = weight.shape[0]

@@ -55,9 +55,10 @@ def cos_sin(
             tensor; ``dtype`` not a floating-point dtype (an integer dtype
             would round the tables to 0); ``attention_scaling`` not a number.
         ValueError: a negative position; inv_freq not 1-D, empty, or (on the
-            CPU) not finite; positions on another device than inv_freq (the CPU
-            excepted); ``attention_scaling`` not finite and > 0; an unknown
-            ``layout``. No positions give empty tables.
+            CPU) not finite; positions on the meta device with a real inv_freq
+            (others are moved to inv_freq's device); ``attention_scaling`` not
+            finite and > 0; an unknown ``layout``. No positions give empty
+            tables.
     """
     return cos_sin_from_angles(angles(positions, inv_freq), layout=check_layout(layout),
                                attention_scaling=attention_scaling, dtype=dtype)
@@ -79,7 +80,7 @@ def cos_sin_from_angles(
     that are not m·θ_j of one position (10_multi_axis).
 
     Shapes: ``(..., seq, dim // 2)`` float32/float64 -> each ``(..., seq, dim)``.
-    Raises as :func:`cos_sin` does for ``layout``, ``attention_scaling`` and
+    Raises as :func:`ropelab.cos_sin` does for ``layout``, ``attention_scaling`` and
     ``dtype``.
     """
     layout = check_layout(layout)
