@@ -78,6 +78,13 @@ def yarn(**kw):
     return {**YARN, **kw}
 
 
+def triton_rotary(x, cos, sin):
+    # the Triton kernel's entry point (ropelab.kernels.triton, optional); a CUDA x or
+    # Triton's interpreter (TRITON_INTERPRET=1, set by conftest.py) passes its device test
+    kt = pytest.importorskip("ropelab.kernels.triton")
+    return kt.apply_rotary(x, cos, sin, layout="half_split")
+
+
 T, V = TypeError, ValueError
 
 # (function, kind, call, exception, a pattern of the message: the argument's name)
@@ -378,6 +385,15 @@ BAD = [
     ("rope_scores", "positions_k of another length",
      lambda: rope_scores(X, X, POS, POS[:4]), V, "positions_k"),
     ("rope_scores", "NaN base", lambda: rope_scores(X, X, base=NAN), V, "base"),
+    # the Triton entry point: the same checks as apply_rotary, then its own
+    ("kernels.triton.apply_rotary", "sparse x", lambda: triton_rotary(sparse(X), C, S), T,
+     "x"),
+    ("kernels.triton.apply_rotary", "int cos", lambda: triton_rotary(X, C.int(), S), T,
+     "cos"),
+    ("kernels.triton.apply_rotary", "cos on another device",
+     lambda: triton_rotary(X, C.to(M), S), V, "cos"),
+    ("kernels.triton.apply_rotary", "tables of another length",
+     lambda: triton_rotary(X, C[:4], S[:4]), V, "broadcast"),
 ]
 
 
