@@ -68,8 +68,10 @@ def qwen25vl_video_positions(
     model = qwen25vl.Qwen2_5_VLForConditionalGeneration(config).eval()
     n_video = t * h * w // 4
     types = [0] * text_before + [2] * n_video + [0] * text_after
-    ids = [1] * (text_before - 1) + [62] + [61] * n_video + [63] + [1] * (text_after - 1)
-    patch = 3 * config.vision_config.temporal_patch_size * config.vision_config.patch_size**2
+    ids = [1] * (text_before - 1) + [62] + [61] * n_video  # text, vision start, video
+    ids += [63] + [1] * (text_after - 1)  # vision end, text
+    vision = config.vision_config
+    patch = 3 * vision.temporal_patch_size * vision.patch_size**2  # values per patch
     pixels = torch.randn(t * h * w, patch, generator=gen)
     seen: list[Tensor] = []
     rotary = model.model.language_model.rotary_emb

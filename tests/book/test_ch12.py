@@ -8,8 +8,10 @@ from ropelab.book import ch12
 
 
 def _drift(dtype):
-    raw = torch.randn(2, 4, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    return ch12.rerotation_drift(raw, inv_freq(16, 10000.0), 32, [1, 4, 32], dtype=dtype)
+    gen = torch.Generator().manual_seed(0)
+    raw = torch.randn(2, 4, 16, dtype=torch.float64, generator=gen)
+    f = inv_freq(16, 10000.0)
+    return ch12.rerotation_drift(raw, f, 32, [1, 4, 32], dtype=dtype)
 
 
 def test_float32_keys_moved_once_stay_at_one_rounding():
