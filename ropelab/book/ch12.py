@@ -1,16 +1,18 @@
 """Chapter 12's plumbing (positions in practice): the drift of keys that a
-streaming cache moves step by step, in float32 and bfloat16."""
+streaming cache moves step by step, in float32 and bfloat16; generation with
+transformers' dynamic-NTK LLaMA and its cache."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 import torch
 from torch import Tensor
 
 from ropelab import apply_rotary, cos_sin, rerotate_keys
 
-__all__ = ["DRIFT_WAYS", "drift_table", "rerotation_drift"]
+__all__ = ["DRIFT_WAYS", "drift_table", "dynamic_ntk_generation", "rerotation_drift"]
 
 DRIFT_WAYS = ("step by step", "once by the total", "encoded afresh")
 
@@ -87,3 +89,46 @@ def drift_table(
         vals = [drift[n][w][i] for n in names for w in DRIFT_WAYS[:2]]
         lines.append(f"{s:>7} " + " ".join(f"{v:>15.1e}" for v in vals))
     return "\n".join(lines)
+
+
+def dynamic_ntk_generation(
+    original_max: int, factor: float, head_dim: int, total: int
+) -> SimpleNamespace:
+    """Generate with transformers' dynamic-NTK LLaMA and keep what its cache holds.
+
+    A one-layer LLaMA with two heads of ``head_dim`` (random weights, nothing
+    downloaded) and ``rope_type="dynamic"`` prefills ``original_max`` random
+    tokens into a ``DynamicCache``, then decodes one token at a time up to
+    ``total`` tokens. Draws the weights and the tokens from torch's global
+    generator.
+
+    Returns:
+        A namespace with ``config``, ``cached_keys`` ``(1, 2, total, head_dim)``
+        (the rotated keys in the cache, each rotated at the step that wrote
+        it) and ``q_raw``, ``k_raw`` ``(1, 2, total, head_dim)``, the layer's
+        queries and keys before rotation.
+    """
+    from transformers import DynamicCache, LlamaConfig, LlamaModel
+
+    config = LlamaConfig(
+        vocab_size=50, hidden_size=2 * head_dim, intermediate_size=64,
+        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+        max_position_embeddings=original_max, initializer_range=0.3,
+        rope_parameters={"rope_type": "dynamic", "factor": factor,
+                         "rope_theta": 10000.0},
+        attn_implementation="eager",
+    )
+    model = LlamaModel(config).eval()
+    ids = torch.randint(0, 50, (1, total))
+    cache = DynamicCache(config=config)
+    with torch.no_grad():
+        model(ids[:, :original_max], cache=cache, use_cache=True)  # prefill
+        for t in range(original_max, total):  # decode, one token at a time
+            model(ids[:, t : t + 1], cache=cache, use_cache=True)
+        attn = model.layers[0].self_attn
+        hidden = model.layers[0].input_layernorm(model.embed_tokens(ids))
+        k_raw = attn.k_proj(hidden).view(1, total, 2, head_dim).transpose(1, 2)
+        q_raw = attn.q_proj(hidden).view(1, total, 2, head_dim).transpose(1, 2)
+    return SimpleNamespace(
+        config=config, cached_keys=cache.layers[0].keys, q_raw=q_raw, k_raw=k_raw
+    )

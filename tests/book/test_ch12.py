@@ -43,3 +43,12 @@ def test_drift_table_has_one_row_per_move_count():
     lines = ch12.drift_table(marks, drift, rows=(1, 4)).splitlines()
     assert len(lines) == 3 and lines[2].split()[0] == "4"
     assert "3.0e-07" in lines[2]
+
+
+def test_dynamic_ntk_generation_caches_every_decoded_key():
+    torch.manual_seed(0)
+    run = ch12.dynamic_ntk_generation(8, 2.0, 8, 12)
+    assert run.config.rope_parameters["rope_type"] == "dynamic"
+    assert run.cached_keys.shape == run.k_raw.shape == run.q_raw.shape == (1, 2, 12, 8)
+    # position 0 is not rotated, whatever the base: its cached key is the raw key
+    assert torch.allclose(run.cached_keys[..., 0, :], run.k_raw[..., 0, :], atol=1e-6)
