@@ -1,6 +1,7 @@
 """Chapter 12's plumbing (positions in practice): the drift of keys that a
 streaming cache moves step by step, in float32 and bfloat16; generation with
-transformers' dynamic-NTK LLaMA and its cache."""
+transformers' dynamic-NTK LLaMA and its cache; the packing-leak and
+checkpoint-conversion tables."""
 
 from __future__ import annotations
 
@@ -12,7 +13,17 @@ from torch import Tensor
 
 from ropelab import apply_rotary, cos_sin, rerotate_keys
 
-__all__ = ["DRIFT_WAYS", "drift_table", "dynamic_ntk_generation", "rerotation_drift"]
+__all__ = [
+    "DRIFT_WAYS",
+    "conversion_table",
+    "drift_table",
+    "dynamic_ntk_generation",
+    "llama_and_gguf_copy",
+    "logits_by_rope_type",
+    "packing_leak_table",
+    "rerotation_drift",
+    "show",
+]
 
 DRIFT_WAYS = ("step by step", "once by the total", "encoded afresh")
 
@@ -132,3 +143,123 @@ def dynamic_ntk_generation(
     return SimpleNamespace(
         config=config, cached_keys=cache.layers[0].keys, q_raw=q_raw, k_raw=k_raw
     )
+
+
+def show(err: float, rounding: float = 1e-6) -> str:
+    """A difference as printed in the chapter's tables: ``err`` in ``.1e``, or
+    ``"< rounding"`` where it is below the rounding of the dtype."""
+    return f"{err:.1e}" if err >= rounding else f"< {rounding:.0e}"
+
+
+def packing_leak_table(
+    q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, inv_freq: Tensor
+) -> str:
+    """How much a packed row's attention differs from each document alone.
+
+    Packs the documents of ``cu_seqlens`` into one row and attends, for each
+    mask (per document, causal only) and each choice of positions (restarting
+    at each document, eq. ``pos-packed``, or running on), comparing with every
+    document attended on its own (causal mask, positions from 0).
+
+    Args:
+        q, k, v: ``(heads, total_tokens, dim)`` unrotated queries, keys, values.
+        cu_seqlens: ``(docs + 1,)`` cumulative lengths from 0.
+        inv_freq: ``(dim // 2,)`` the frequencies.
+
+    Returns:
+        The table as text, one row per (mask, positions), and a last line that
+        counts the keys one query of the second document reads under each mask.
+    """
+    from ropelab import packed_positions
+
+    cu = [int(c) for c in cu_seqlens]
+    total, d = cu[-1], q.shape[-1]
+    lengths = torch.tensor([b - a for a, b in zip(cu[:-1], cu[1:])])
+    doc = torch.repeat_interleave(torch.arange(len(lengths)), lengths)
+    causal = torch.ones(total, total, dtype=torch.bool).tril()
+
+    def attend(positions, allowed, sl=slice(None)):
+        cos, sin = cos_sin(positions, inv_freq)
+        qr, kr = apply_rotary(q[:, sl], cos, sin), apply_rotary(k[:, sl], cos, sin)
+        s = (qr @ kr.transpose(-1, -2)) / d**0.5
+        return torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1) @ v[:, sl]
+
+    alone = torch.cat(
+        [attend(range(b - a), causal[: b - a, : b - a], slice(a, b))
+         for a, b in zip(cu[:-1], cu[1:])],
+        dim=1,
+    )
+    per_doc = causal & (doc[:, None] == doc[None, :])
+    restart, running = packed_positions(cu), torch.arange(total)
+    lines = [f"{'mask':26} {'positions':11} max |output − each document alone|"]
+    for mask_name, allowed in (("per document", per_doc), ("causal only", causal)):
+        for pos_name, p in (("restart", restart), ("running", running)):
+            err = float((attend(p, allowed) - alone).abs().max())
+            lines.append(f"{mask_name:26} {pos_name:11} {show(err)}")
+    t = cu[1] + 3  # a query of the second document
+    lines.append(
+        f"the query at flat index {t} (sequence {int(doc[t])}, position "
+        f"{int(restart[t])}) reads {int(causal[t].sum())} keys under the causal "
+        f"mask, {int(per_doc[t].sum())} under the per-document mask"
+    )
+    return "\n".join(lines)
+
+
+def llama_and_gguf_copy() -> tuple:
+    """A tiny random LLaMA in transformers and its llama.cpp-style copy.
+
+    Two layers, 4 query heads, 2 key/value heads, head size 16, weights large
+    enough that attention is sharp (drawn from torch's global generator). The
+    copy has ``W_q`` and ``W_k`` un-permuted per head, as ``convert_hf_to_gguf``
+    does for LLaMA, so it holds Meta's (interleaved) row order.
+
+    Returns:
+        ``(transformers_model, gguf_model)``, both in eval mode.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from ropelab import unpermute_qk_weight
+
+    config = LlamaConfig(
+        vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+        attn_implementation="eager", initializer_range=0.25,
+    )
+    hf_model = LlamaForCausalLM(config).eval()
+    gguf_model = LlamaForCausalLM(config).eval()
+    gguf_model.load_state_dict(hf_model.state_dict())
+    with torch.no_grad():
+        for layer in gguf_model.model.layers:
+            a = layer.self_attn
+            a.q_proj.weight.copy_(unpermute_qk_weight(a.q_proj.weight, 4))
+            a.k_proj.weight.copy_(unpermute_qk_weight(a.k_proj.weight, 2))
+    return hf_model, gguf_model
+
+
+def logits_by_rope_type(models: dict, tokens: Tensor, rope_norm) -> dict:
+    """Each model's logits under each rope type: NEOX is transformers' own
+    ``apply_rotary_pos_emb`` (half-split), NORM swaps in ``rope_norm`` (the same
+    angles on adjacent pairs). Returns ``{(model name, rope type): logits}``."""
+    from unittest import mock
+
+    from transformers.models.llama import modeling_llama
+
+    runs = {}
+    with torch.no_grad():
+        for name, model in models.items():
+            runs[name, "NEOX"] = model(tokens).logits
+            with mock.patch.object(modeling_llama, "apply_rotary_pos_emb", rope_norm):
+                runs[name, "NORM"] = model(tokens).logits
+    return runs
+
+
+def conversion_table(runs: dict, reference: Tensor) -> str:
+    """The logit gap and top-1 agreement of each run against ``reference``."""
+    head = f"{'weights':26} {'rope type':9} {'max |Δ logit|':>14} {'same top-1':>11}"
+    lines = [head]
+    for (w_name, rope_type), out in runs.items():
+        gap = float((out - reference).abs().max())
+        same = float((out.argmax(-1) == reference.argmax(-1)).float().mean())
+        gap_text = show(gap, 1e-4)
+        lines.append(f"{w_name:26} {rope_type:9} {gap_text:>14} {same:>11.0%}")
+    return "\n".join(lines)

@@ -52,3 +52,42 @@ def test_dynamic_ntk_generation_caches_every_decoded_key():
     assert run.cached_keys.shape == run.k_raw.shape == run.q_raw.shape == (1, 2, 12, 8)
     # position 0 is not rotated, whatever the base: its cached key is the raw key
     assert torch.allclose(run.cached_keys[..., 0, :], run.k_raw[..., 0, :], atol=1e-6)
+
+
+def test_show_prints_rounding_as_a_bound():
+    assert ch12.show(1.25e-3) == "1.2e-03" or ch12.show(1.25e-3) == "1.3e-03"
+    assert ch12.show(3e-9) == "< 1e-06"
+    assert ch12.show(3e-5, 1e-4) == "< 1e-04"
+
+
+def test_packing_leaks_only_without_the_per_document_mask():
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 9, 16, generator=gen) for _ in range(3))
+    rows = ch12.packing_leak_table(q, k, v, torch.tensor([0, 4, 9]), inv_freq(16))
+    rows = rows.splitlines()
+    assert len(rows) == 6
+    per_doc, causal = rows[1:3], rows[3:5]
+    assert all(r.endswith("< 1e-06") for r in per_doc)
+    assert not any(r.endswith("< 1e-06") for r in causal)
+    assert "reads 8 keys under the causal mask, 4 under the per-document" in rows[5]
+
+
+def test_gguf_copy_with_norm_is_the_transformers_model():
+    from ropelab import apply_rotary
+
+    def rope_norm(q, k, cos, sin, unsqueeze_dim=1):
+        half = cos.shape[-1] // 2
+        c = cos[..., :half].repeat_interleave(2, -1).unsqueeze(unsqueeze_dim)
+        s = sin[..., :half].repeat_interleave(2, -1).unsqueeze(unsqueeze_dim)
+        return (apply_rotary(q, c, s, layout="interleaved"),
+                apply_rotary(k, c, s, layout="interleaved"))
+
+    torch.manual_seed(0)
+    hf, gguf = ch12.llama_and_gguf_copy()
+    tokens = torch.randint(0, 64, (1, 12))
+    runs = ch12.logits_by_rope_type({"hf": hf, "gguf": gguf}, tokens, rope_norm)
+    ref = runs["hf", "NEOX"]
+    assert torch.allclose(runs["gguf", "NORM"], ref, atol=1e-4)
+    assert not torch.allclose(runs["gguf", "NEOX"], ref, atol=1e-2)
+    table = ch12.conversion_table(runs, ref).splitlines()
+    assert len(table) == 5 and table[1].split()[-1] == "100%"
