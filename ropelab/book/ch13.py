@@ -1,12 +1,13 @@
-"""Chapter 13's plumbing (current architectures): Qwen2.5-VL's position ids for a
-prompt with a video, read off transformers' model as it runs."""
+"""Chapter 13's plumbing (current architectures): the layer plans of released
+configs; Qwen2.5-VL's position ids for a prompt with a video, read off
+transformers' model as it runs."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-__all__ = ["qwen25vl_video_positions"]
+__all__ = ["plan_summary", "qwen25vl_video_positions"]
 
 
 def qwen25vl_video_positions(
@@ -91,3 +92,21 @@ def qwen25vl_video_positions(
         model(input_ids=out.logits[:, -1:].argmax(-1), cache=out.past_key_values,
               use_cache=True)
     return seen[0][:, 0], seen[-1][:, 0, 0]
+
+
+def plan_summary(config) -> str:
+    """How many layers of a transformers config rotate, and with which bases.
+
+    Reads the config with :func:`ropelab.variants.layer_rope_plan`, the way the
+    model does (``no_rope_layers``, ``layer_types``, per-type
+    ``rope_parameters``), e.g. ``"36 of 48 layers rotate, bases 500,000 on 36"``.
+    """
+    from ropelab.variants import layer_rope_plan
+
+    plan = layer_rope_plan(config)
+    bases = sorted({p["base"] for p in plan if p["rope"]})
+    per_base = ", ".join(
+        f"{b:,.0f} on {sum(p['base'] == b for p in plan)}" for b in bases
+    )
+    rotating = sum(p["rope"] for p in plan)
+    return f"{rotating:>2} of {len(plan)} layers rotate, bases {per_base}"

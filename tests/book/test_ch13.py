@@ -22,3 +22,13 @@ def test_video_ids_follow_the_time_rule_and_the_text_restarts_after_max_hw():
 def test_odd_grid_is_refused():
     with pytest.raises(ValueError, match="even"):
         ch13.qwen25vl_video_positions((1, 3, 2), 1.0)
+
+
+def test_plan_summary_counts_layers_and_bases():
+    from transformers.models.gemma3 import configuration_gemma3 as gemma3
+    from transformers.models.smollm3 import configuration_smollm3 as smollm3
+
+    gemma = ch13.plan_summary(gemma3.Gemma3TextConfig(num_hidden_layers=12))
+    assert gemma == "12 of 12 layers rotate, bases 10,000 on 10, 1,000,000 on 2"
+    smol = ch13.plan_summary(smollm3.SmolLM3Config(num_hidden_layers=8))
+    assert smol.startswith(" 6 of 8 layers rotate")
