@@ -602,3 +602,32 @@ def test_download_button_offers_the_pdf():
         pytest.fail("no built book", pytrace=False)
     assert 'href="../the-rope-book.pdf"' in page.read_text(encoding="utf-8")
     assert (HTML / "the-rope-book.pdf").is_file(), "no PDF in the HTML build (make pdf)"
+
+
+# --- numbering per chapter ---------------------------------------------------
+
+NUMBERS = re.compile(
+    r'caption-number">(?:Fig\.|Table|Listing) ([^ <]+)|class="eqno">\(([^)<]+)\)'
+    r'|caption-number">Exercise ([^ <]+)|href="#equation-[^"]+">\(([^)<]+)\)'
+)
+
+
+@pytest.mark.parametrize("page_path", CHAPTER_PAGES or ["<no build>"])
+def test_numbers_are_per_chapter(page_path):
+    """Chapter 3's figures, equations and exercises read Fig. 3.2, (3.4), Exercise 3.1.
+
+    Each kind counts 1, 2, ... within the chapter, and the chapter's title
+    starts with its number.
+    """
+    if not CHAPTER_PAGES:
+        pytest.fail("no built book", pytrace=False)
+    chapter = str(int(Path(page_path).stem[:2]))
+    text = (HTML / page_path).read_text(encoding="utf-8")
+    found = [next(g for g in m.groups() if g) for m in NUMBERS.finditer(text)]
+    wrong = sorted({n for n in found if n.split(".")[0] != chapter})
+    assert not wrong, f"{page_path}: numbers outside chapter {chapter}: {wrong}"
+    for kind in (r'caption-number">Fig\. ', r'class="eqno">\(', r'caption-number">Exercise '):
+        seen = [int(n) for n in re.findall(kind + re.escape(chapter) + r"\.(\d+)", text)]
+        assert sorted(set(seen)) == list(range(1, len(set(seen)) + 1)), (page_path, kind, seen)
+    title = re.search(r"<title>([^<]*)", text).group(1)
+    assert title.startswith(f"{chapter}. "), f"{page_path}: title {title!r} lacks its number"
