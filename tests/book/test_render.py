@@ -24,6 +24,7 @@ Without Chromium the tests are skipped, unless ``ROPELAB_REQUIRE_BROWSER=1``
 from __future__ import annotations
 
 import functools
+import html
 import html.parser
 import http.server
 import os
@@ -631,3 +632,118 @@ def test_numbers_are_per_chapter(page_path):
         assert sorted(set(seen)) == list(range(1, len(set(seen)) + 1)), (page_path, kind, seen)
     title = re.search(r"<title>([^<]*)", text).group(1)
     assert title.startswith(f"{chapter}. "), f"{page_path}: title {title!r} lacks its number"
+
+
+# --- the PDF reads like a book --------------------------------------------------
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _page_starts_with(page: str, title: str) -> bool:
+    return _squash(page).startswith(_squash(title))
+
+
+def _built_titles() -> dict[str, str]:
+    """Each chapter and appendix page's title as built (its <title>), by page stem."""
+    titles = {}
+    for path in READABLE_PAGES:
+        text = (HTML / path).read_text(encoding="utf-8")
+        title = re.search(r"<title>(.*?) &#8212;", text, re.S)
+        if title and Path(path).stem != "intro":
+            titles[Path(path).stem] = html.unescape(title.group(1)).strip()
+    return titles
+
+
+def test_pdf_front_matter(pdf_pages):
+    """A title page (title, author, date), then a contents list whose page numbers are right.
+
+    Each chapter and appendix page starts a new page, and it is the page its
+    contents entry names.
+    """
+    first = _squash(pdf_pages[0])
+    for part in ("The RoPE Book", "the ropelab authors"):
+        assert part in first, f"title page lacks {part!r}: {first[:200]!r}"
+    assert re.search(r"(January|February|March|April|May|June|July|August|September|"
+                     r"October|November|December) \d{1,2}, 20\d\d", first), first[:200]
+    contents = pdf_pages[1]
+    assert contents.lstrip().startswith("Contents"), contents[:200]
+    lines = _squash(contents)
+    titles = _built_titles()
+    assert len(titles) >= len(CHAPTER_PAGES) + 3
+    for stem, title in titles.items():
+        entry = re.search(re.escape(_squash(title)) + r" (\d+)\b", lines)
+        assert entry, f"the contents lack {title!r} with a page number"
+        number = int(entry.group(1))
+        assert _page_starts_with(pdf_pages[number - 1], title), (
+            f"{title!r}: the contents say page {number}, which starts "
+            f"{_squash(pdf_pages[number - 1])[:80]!r}"
+        )
+
+
+def test_pdf_bookmarks():
+    """The PDF's bookmarks list every chapter, each pointing at the page it starts on."""
+    pypdf = pytest.importorskip("pypdf")
+    if not PDF.is_file():
+        pytest.fail(f"no {PDF.relative_to(ROOT)}: run `make pdf`", pytrace=False)
+    reader = pypdf.PdfReader(PDF)
+    marks = {
+        _squash(item.title): reader.get_destination_page_number(item) + 1
+        for item in reader.outline
+        if not isinstance(item, list)
+    }
+    titles = _built_titles()
+    missing = [t for t in titles.values() if _squash(t) not in marks]
+    assert not missing, f"no bookmark for {missing}; bookmarks: {list(marks)}"
+    for title in titles.values():
+        text = subprocess.run(
+            ["pdftotext", "-enc", "UTF-8", "-f", str(marks[_squash(title)]),
+             "-l", str(marks[_squash(title)]), str(PDF), "-"],
+            capture_output=True, text=True,
+        ).stdout if shutil.which("pdftotext") else title
+        assert _page_starts_with(text, title), f"bookmark {title!r} points elsewhere"
+
+
+def test_pdf_has_no_toggle_labels_and_solutions_at_the_end(pdf_pages):
+    """Folded cells print open without their labels; solutions sit in the appendix.
+
+    Every exercise of the web book is in the PDF, and every solution is after
+    the "Solutions to the exercises" page, none beside its exercise.
+    """
+    text = "\n".join(pdf_pages)
+    for label in ("Show code cell", "Hide code cell", "Show code cell source"):
+        assert label not in text, f"{label!r} is printed"
+    starts = [i for i, p in enumerate(pdf_pages) if _page_starts_with(p, "Solutions to the exercises")]
+    assert len(starts) == 1, "no page starts the solutions appendix"
+    before = "\n".join(pdf_pages[: starts[0]])
+    after = _squash("\n".join(pdf_pages[starts[0]:]))
+    assert "Solution to" not in before, "a solution is printed beside its exercise"
+    web = set()
+    for path in CHAPTER_PAGES:
+        page = (HTML / path).read_text(encoding="utf-8")
+        web |= set(re.findall(r"Solution to<a [^>]*> (Exercise [\w.]+)</a>", page))
+    assert web, "no solutions found in the web book"
+    missing = sorted(e for e in web if f"Solution to {e}" not in after)
+    assert not missing, f"solutions missing from the appendix: {missing}"
+
+
+def test_pdf_holds_every_equation_figure_and_chinese_term(pdf_pages):
+    """Every numbered equation and figure caption of the web book, and every CJK term."""
+    text = _squash("\n".join(pdf_pages))
+    missing = []
+    for path in READABLE_PAGES:
+        page = (HTML / path).read_text(encoding="utf-8")
+        for eq in re.findall(r'class="eqno">(\([^)<]+\))', page):
+            if eq not in text:
+                missing.append(f"{Path(path).stem}: equation {eq}")
+        for fig in re.findall(r'caption-number">(Fig\. [\w.]+) ', page):
+            if fig not in text:
+                missing.append(f"{Path(path).stem}: {fig}")
+    glossary = (HTML / "book" / "glossary.html").read_text(encoding="utf-8")
+    article = glossary[glossary.find("<article"):glossary.find("</article>")]
+    cjk = set(re.findall(r"[\u4e00-\u9fff]+", re.sub(r"<[^>]+>", " ", article)))
+    assert cjk, "the glossary holds no Chinese terms"
+    joined = re.sub(r"\s+", "", text)  # a term may wrap across lines
+    missing += [f"Chinese term {t}" for t in sorted(cjk) if t not in joined]
+    assert not missing, "not in the PDF:\n  " + "\n  ".join(missing)
