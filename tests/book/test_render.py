@@ -471,6 +471,7 @@ def _phone(browser_context, server, page_path):
             _PHONE[page_path] = {
                 "layout": page.evaluate(PHONE_LAYOUT),
                 "images": page.evaluate(IMAGES),
+                "reading": page.evaluate(READING),
             }
         finally:
             page.close()
@@ -747,3 +748,108 @@ def test_pdf_holds_every_equation_figure_and_chinese_term(pdf_pages):
     joined = re.sub(r"\s+", "", text)  # a term may wrap across lines
     missing += [f"Chinese term {t}" for t in sorted(cjk) if t not in joined]
     assert not missing, "not in the PDF:\n  " + "\n  ".join(missing)
+
+
+# --- tables, scroll cues and figures at both widths ------------------------------
+
+READING = """() => {
+  const out = {broken: [], uncued: [], scrolling: 0};
+  for (const cell of document.querySelectorAll('article td, article th')) {
+    if (!cell.getClientRects().length) continue;
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    let node;
+    while ((node = walker.nextNode())) {
+      if (node.parentElement.closest('mjx-container')) continue;
+      // a word: letters and digits; a line may break at anything else
+      // (a space, a hyphen, code's punctuation)
+      const words = /[\\p{L}\\p{N}]{2,}/gu;
+      let m;
+      while ((m = words.exec(node.nodeValue))) {
+        const r = document.createRange();
+        r.setStart(node, m.index);
+        r.setEnd(node, m.index + m[0].length);
+        const lines = new Set([...r.getClientRects()].filter(x => x.width > 0)
+                                .map(x => Math.round(x.bottom)));
+        if (lines.size > 1) out.broken.push(m[0]);
+      }
+    }
+  }
+  const boxes = document.querySelectorAll(
+      'article mjx-container[display="true"], article table');
+  for (const box of boxes) {
+    if (!box.getClientRects().length || box.closest('details:not([open])')) continue;
+    if (box.scrollWidth <= box.clientWidth + 1) continue;
+    out.scrolling += 1;
+    const cue = box.nextElementSibling;
+    if (!(cue && cue.classList.contains('ropelab-scroll-cue') && cue.getClientRects().length))
+      out.uncued.push(box.tagName + ' ' + box.textContent.trim().slice(0, 60));
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+@pytest.mark.parametrize(
+    "page_path", [pytest.param(p, id=Path(p).stem) for p in READABLE_PAGES] or ["<no build>"]
+)
+def test_tables_keep_words_whole_and_wide_boxes_show_a_cue(page_path, width, server, browser_context):
+    """No word in a table cell is broken across lines ("Fami ly", "float1 6"), and a
+    display equation or table that scrolls sideways shows a cue under it."""
+    if not PAGES:
+        pytest.fail("no built book", pytrace=False)
+    if width == WIDTHS["phone"]:
+        m = _phone(browser_context, server, page_path)["reading"]
+    else:
+        page = _open(browser_context, server, page_path, width)
+        try:
+            m = page.evaluate(READING)
+        finally:
+            page.close()
+    problems = [f"word broken in a table cell: {w!r}" for w in dict.fromkeys(m["broken"])]
+    problems += [f"scrolls sideways without a cue: {n}" for n in m["uncued"]]
+    assert not problems, f"{page_path} at {width} px:\n  " + "\n  ".join(problems)
+
+
+def test_porting_table_fits_at_desktop_and_stacks_on_a_phone(server, browser_context):
+    """The conventions page's porting tables need no sideways scroll at 1400 px, and on a
+    phone each row is a card whose cells carry their column's name."""
+    if not PAGES:
+        pytest.fail("no built book", pytrace=False)
+    measure = """() => [...document.querySelectorAll('article table')].map(t => ({
+        columns: t.querySelectorAll('thead th').length,
+        scrolls: t.scrollWidth > t.clientWidth + 1,
+        labelled: [...t.querySelectorAll('tbody td')].every(td => td.dataset.label),
+        rowDisplay: getComputedStyle(t.querySelector('tbody tr')).display}))"""
+    for width in WIDTHS.values():
+        page = _open(browser_context, server, "book/conventions.html", width)
+        try:
+            tables = [t for t in page.evaluate(measure) if t["columns"] >= 5]
+        finally:
+            page.close()
+        assert tables, "no porting table on the conventions page"
+        for t in tables:
+            if width == WIDTHS["desktop"]:
+                assert not t["scrolls"], f"a {t['columns']}-column porting table scrolls at {width} px"
+            else:
+                assert t["labelled"] and t["rowDisplay"] == "block", t
+
+
+def test_a_figure_opens_full_size_with_a_tap(server, browser_context):
+    """On a phone a tap on a figure shows it at its own pixel width over the page; a tap closes it."""
+    if not CHAPTER_PAGES:
+        pytest.fail("no built book", pytrace=False)
+    page = _open(browser_context, server, CHAPTER_PAGES[0], WIDTHS["phone"])
+    try:
+        img = page.locator("article figure img, article div.cell_output img").first
+        img.scroll_into_view_if_needed()
+        shown = img.evaluate("i => i.getBoundingClientRect().width")
+        natural = img.evaluate("i => i.naturalWidth")
+        img.click()
+        box = page.locator(".ropelab-lightbox")
+        assert box.count() == 1 and box.is_visible(), "a tap on the figure opened nothing"
+        big = box.locator("img").evaluate("i => i.getBoundingClientRect().width")
+        assert big >= min(natural, 3 * shown) - 1, (shown, natural, big)
+        box.click()
+        assert page.locator(".ropelab-lightbox").count() == 0, "a second tap did not close it"
+    finally:
+        page.close()
