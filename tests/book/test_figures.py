@@ -684,23 +684,13 @@ def test_figure_from_parameters_has_a_title_and_labelled_axes(name):
 
 # --- nothing collides in a figure (runs last: reads what the tests above drew) ---
 
-# Figures with overlapping parts found by a cold read of the book (issue 27),
-# each an expected failure until its chapter's figure is fixed; strict, so a
-# fixed figure makes its entry here fail and it must then be removed.
+# Figures with overlapping parts (a cold read of the book, issue 27, and this
+# check), each an expected failure until its chapter's figure is fixed; strict,
+# so a fixed figure makes its entry here fail and it must then be removed.
 KNOWN_COLLISIONS = {
-    "frequency_spectrum": "ch01: the legend sits on the data",
-    "pair_rotation": "ch02: the inset's labels m = 0..7 are stacked on each other",
-    "score_comparison": "ch03: panel titles and y-labels overlap",
-    "long_term_decay": "ch06: the legend hides the mean |score| curve; a y-label runs into the title",
-    "angle_precision": "ch08: the legend covers the right panel's data",
-    "cost_bars": "ch09: the legends sit on the bars",
     "patch_score_maps": "ch10: the title runs into a colour-bar label",
-    # found by this check, beyond the cold read's seven
+    # found by this check, beyond the cold read's seven (the other six are fixed)
     "pairing_diagram": "ch03: the legend runs over the x tick labels and the axis label",
-    "rotation_matrix_sparsity": "ch04: the two panel titles run into each other",
-    "rotation_cost": "ch04: the legends cover the dense-R lines",
-    "decode_scores": "ch05: legends on the data; the right y-label runs into the title",
-    "context_extension_factors": "ch07: the legend covers the Position Interpolation line",
 }
 
 
