@@ -411,6 +411,14 @@ def test_search_finds_results(server, browser_context):
         page.wait_for_selector("#search-results ul.search li", timeout=20_000)
         hits = page.evaluate(LINKS_IN, "#search-results ul.search")
         assert any("01_frequencies" in h for h in hits), hits
+        # the snippets under the results read as text, not TeX source
+        page.wait_for_selector("#search-results p.context", timeout=20_000)
+        page.wait_for_timeout(500)
+        snippets = page.evaluate(
+            "[...document.querySelectorAll('#search-results p.context')].map(p => p.textContent)"
+        )
+        tex = [s[:80] for s in snippets if re.search(r"\\[A-Za-z()\[\]]|\$\$", s)]
+        assert not tex, f"raw TeX in search snippets: {tex}"
     finally:
         page.close()
 
@@ -853,3 +861,15 @@ def test_a_figure_opens_full_size_with_a_tap(server, browser_context):
         assert page.locator(".ropelab-lightbox").count() == 0, "a second tap did not close it"
     finally:
         page.close()
+
+
+def test_no_raw_tex_in_references_and_a_favicon():
+    """A bibliography shows no TeX command (\\texttt), and every page names the book's icon."""
+    if not PAGES:
+        pytest.fail("no built book", pytrace=False)
+    for path in READABLE_PAGES:
+        text = (HTML / path).read_text(encoding="utf-8")
+        bib = text[text.find('class="bibliography'):] if 'class="bibliography' in text else ""
+        assert "\\texttt" not in bib and "\\emph" not in bib, f"{path}: raw TeX in its references"
+        icon = re.search(r'<link rel="icon" href="([^"]+)"', text)
+        assert icon and (HTML / Path(path).parent / icon.group(1)).is_file(), f"{path}: no icon"
