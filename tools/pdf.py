@@ -38,7 +38,6 @@ import html
 import http.server
 import io
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -160,7 +159,8 @@ PREPARE = """({title, subtitle, author, date, solutionsTitle, placeholder}) => {
   // the title page and the contents
   const front = document.createElement('div');
   front.className = 'rl-front';
-  const esc = s => s.replace(/[&<>"]/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c]));
+  const entities = {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'};
+  const esc = s => s.replace(/[&<>"]/g, c => entities[c]);
   let list = '', current = null;
   for (const e of entries) {
     if (e.part !== current && e.part) list += `</ol><p class="rl-part">${esc(e.part)}</p><ol>`;
