@@ -407,7 +407,7 @@ def test_patch_score_maps_one_heatmap_per_variant():
     for ax in panels:
         assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
         assert ax.images[0].get_array().shape == (6, 5)
-        assert ax.get_legend() is not None
+        assert ax.get_legend() is None and ax.get_lines()  # the query marker, no legend on data
     # q = k: the query patch itself has the largest score, |q|^2
     assert panels[0].images[0].get_array()[3, 2] == pytest.approx(float(q @ q), rel=1e-12)
     with pytest.raises(ValueError, match="query_xy"):
@@ -609,6 +609,11 @@ def test_rerotation_drift():
     assert len(ax.get_lines()) == 2 and ax.get_xscale() == ax.get_yscale() == "log"
     with pytest.raises(ValueError, match="has 2 values for 3 shifts"):
         figures.rerotation_drift([1, 2, 3], {"a": [1, 2]})
+    both = {"float32, step": [1e-7] * 3, "bfloat16, step": [1e-2] * 3}
+    (ax,) = figures.rerotation_drift([1, 10, 100], both).axes
+    styles = [line.get_linestyle() for line in ax.get_lines()]
+    colours = [line.get_color() for line in ax.get_lines()]
+    assert styles == ["-", "--"] and colours[0] == colours[1]  # one colour per way
 
 
 def test_dynamic_ntk_scores():
