@@ -693,8 +693,7 @@ def test_figure_from_parameters_has_a_title_and_labelled_axes(name):
 # check), each an expected failure until its chapter's figure is fixed; strict,
 # so a fixed figure makes its entry here fail and it must then be removed.
 KNOWN_COLLISIONS = {
-    "patch_score_maps": "ch10: the title runs into a colour-bar label",
-    # found by this check, beyond the cold read's seven (the other six are fixed)
+    # found by this check, beyond the cold read's seven (those are fixed)
     "pairing_diagram": "ch03: the legend runs over the x tick labels and the axis label",
 }
 
