@@ -1,0 +1,93 @@
+"""Tests for ropelab.book.ch12: the drift of keys moved step by step."""
+
+import pytest
+import torch
+
+from ropelab import inv_freq
+from ropelab.book import ch12
+
+
+def _drift(dtype):
+    gen = torch.Generator().manual_seed(0)
+    raw = torch.randn(2, 4, 16, dtype=torch.float64, generator=gen)
+    f = inv_freq(16, 10000.0)
+    return ch12.rerotation_drift(raw, f, 32, [1, 4, 32], dtype=dtype)
+
+
+def test_float32_keys_moved_once_stay_at_one_rounding():
+    errors, ratio = _drift(torch.float32)
+    assert list(errors) == list(ch12.DRIFT_WAYS)
+    assert all(len(e) == 3 for e in errors.values())
+    assert max(errors["once by the total"]) < 1e-5
+    assert max(errors["encoded afresh"]) < 1e-5
+    assert ratio == pytest.approx(1.0, abs=1e-4)
+
+
+def test_bfloat16_step_by_step_drifts_past_once_by_the_total():
+    errors, _ = _drift(torch.bfloat16)
+    step, once = errors["step by step"], errors["once by the total"]
+    assert step[0] == pytest.approx(once[0])  # one move: the same rotation
+    assert step[-1] > 3 * once[-1]
+    assert step[-1] > step[0]
+
+
+def test_marks_past_the_start_are_refused():
+    raw = torch.randn(1, 2, 8, dtype=torch.float64)
+    with pytest.raises(ValueError, match="past start"):
+        ch12.rerotation_drift(raw, inv_freq(8), 4, [8], dtype=torch.float32)
+
+
+def test_drift_table_has_one_row_per_move_count():
+    marks = [1, 2, 4]
+    drift = {"float32": {w: [1e-7, 2e-7, 3e-7] for w in ch12.DRIFT_WAYS}}
+    lines = ch12.drift_table(marks, drift, rows=(1, 4)).splitlines()
+    assert len(lines) == 3 and lines[2].split()[0] == "4"
+    assert "3.0e-07" in lines[2]
+
+
+def test_dynamic_ntk_generation_caches_every_decoded_key():
+    torch.manual_seed(0)
+    run = ch12.dynamic_ntk_generation(8, 2.0, 8, 12)
+    assert run.config.rope_parameters["rope_type"] == "dynamic"
+    assert run.cached_keys.shape == run.k_raw.shape == run.q_raw.shape == (1, 2, 12, 8)
+    # position 0 is not rotated, whatever the base: its cached key is the raw key
+    assert torch.allclose(run.cached_keys[..., 0, :], run.k_raw[..., 0, :], atol=1e-6)
+
+
+def test_show_prints_rounding_as_a_bound():
+    assert ch12.show(1.25e-3) == "1.2e-03" or ch12.show(1.25e-3) == "1.3e-03"
+    assert ch12.show(3e-9) == "< 1e-06"
+    assert ch12.show(3e-5, 1e-4) == "< 1e-04"
+
+
+def test_packing_leaks_only_without_the_per_document_mask():
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 9, 16, generator=gen) for _ in range(3))
+    rows = ch12.packing_leak_table(q, k, v, torch.tensor([0, 4, 9]), inv_freq(16))
+    rows = rows.splitlines()
+    assert len(rows) == 6
+    per_doc, causal = rows[1:3], rows[3:5]
+    assert all(r.endswith("< 1e-06") for r in per_doc)
+    assert not any(r.endswith("< 1e-06") for r in causal)
+    assert "reads 8 keys under the causal mask, 4 under the per-document" in rows[5]
+
+
+def test_gguf_copy_with_norm_is_the_transformers_model():
+    from ropelab import apply_rotary
+
+    def rope_norm(q, k, cos, sin, unsqueeze_dim=1):
+        half = cos.shape[-1] // 2
+        c = cos[..., :half].repeat_interleave(2, -1).unsqueeze(unsqueeze_dim)
+        s = sin[..., :half].repeat_interleave(2, -1).unsqueeze(unsqueeze_dim)
+        return (apply_rotary(q, c, s, layout="interleaved"),
+                apply_rotary(k, c, s, layout="interleaved"))
+
+    torch.manual_seed(0)
+    hf, gguf = ch12.llama_and_gguf_copy()
+    tokens = torch.randint(0, 64, (1, 12))
+    runs = ch12.logits_by_rope_type({"hf": hf, "gguf": gguf}, tokens, rope_norm)
+    ref = runs["hf", "NEOX"]
+    assert torch.allclose(runs["gguf", "NORM"], ref, atol=1e-4)
+    assert not torch.allclose(runs["gguf", "NEOX"], ref, atol=1e-2)
+    table = ch12.conversion_table(runs, ref).splitlines()
+    assert len(table) == 5 and table[1].split()[-1] == "100%"
