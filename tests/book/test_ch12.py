@@ -91,3 +91,30 @@ def test_gguf_copy_with_norm_is_the_transformers_model():
     assert not torch.allclose(runs["gguf", "NEOX"], ref, atol=1e-2)
     table = ch12.conversion_table(runs, ref).splitlines()
     assert len(table) == 5 and table[1].split()[-1] == "100%"
+
+
+def test_rope_norm_rotates_adjacent_pairs_as_meta_does():
+    gen = torch.Generator().manual_seed(1)
+    q = torch.randn(1, 2, 5, 8, generator=gen, dtype=torch.float64)
+    k = torch.randn(1, 2, 5, 8, generator=gen, dtype=torch.float64)
+    angles = torch.arange(5.0, dtype=torch.float64)[:, None] * inv_freq(8).double()
+    emb = torch.cat([angles, angles], -1)[None]  # transformers' half-split tables
+    q_norm, k_norm = ch12.rope_norm(q, k, emb.cos(), emb.sin())
+    rot = torch.polar(torch.ones_like(angles), angles)  # Meta: pairs (2i, 2i+1)
+    for x, got in ((q, q_norm), (k, k_norm)):
+        meta = torch.view_as_real(torch.view_as_complex(x.reshape(1, 2, 5, 4, 2)) * rot)
+        torch.testing.assert_close(got, meta.flatten(-2))
+
+
+def test_base_table_prints_the_base_at_each_length():
+    lines = ch12.base_table(lambda s: 1000.0 * s, 32, 2.0, 48).splitlines()
+    assert [int(line.split()[0]) for line in lines[1:]] == [32, 33, 40, 48, 64]
+    assert lines[1].split()[1] == "32,000" and "original base" in lines[1]
+    assert lines[5].split()[1] == "64,000" and "vLLM" in lines[5]
+
+
+def test_score_gaps_measure_inside_and_past_the_original_context():
+    ref = torch.zeros(6)
+    other = torch.tensor([0.0, -0.5, 0.25, 2.0, 0.0, -1.0])
+    (line,) = ch12.score_gaps({"ref": ref, "other": other}, 3).splitlines()
+    assert line.endswith("inside L: 0.500, past L: 2.000")
