@@ -27,6 +27,7 @@ __all__ = [
     "rope_norm",
     "score_gaps",
     "show",
+    "weight_gaps",
 ]
 
 DRIFT_WAYS = ("step by step", "once by the total", "encoded afresh")
@@ -310,3 +311,18 @@ def rope_norm(
     s = sin[..., :half].repeat_interleave(2, -1).unsqueeze(unsqueeze_dim)
     return (apply_rotary(q, c, s, layout="interleaved"),
             apply_rotary(k, c, s, layout="interleaved"))
+
+
+def weight_gaps(
+    weights: Callable[[int, Sequence[int]], Tensor],
+    cases: dict[str, tuple[int, Sequence[int]]],
+) -> str:
+    """The left-padding table: for each case ``name -> (query position, key
+    positions)``, the largest |weights(case) − weights(first case)|, where
+    ``weights(query_pos, key_pos)`` returns one query's attention weights."""
+    first = weights(*next(iter(cases.values())))
+    lines = [f"{'prompt keys / new query':45} max |Δ attention weight|"]
+    for name, (query_pos, key_pos) in cases.items():
+        gap = float((weights(query_pos, key_pos) - first).abs().max())
+        lines.append(f"{name:45} {show(gap)}")
+    return "\n".join(lines)

@@ -118,3 +118,13 @@ def test_score_gaps_measure_inside_and_past_the_original_context():
     other = torch.tensor([0.0, -0.5, 0.25, 2.0, 0.0, -1.0])
     (line,) = ch12.score_gaps({"ref": ref, "other": other}, 3).splitlines()
     assert line.endswith("inside L: 0.500, past L: 2.000")
+
+
+def test_weight_gaps_compare_each_case_with_the_first():
+    def weights(query_pos, key_pos):  # a toy rule: weight grows with the offset
+        w = torch.tensor([float(query_pos - p) for p in key_pos])
+        return w / 100
+
+    lines = ch12.weight_gaps(weights, {"a": (3, [0, 1]), "b": (4, [0, 1])}).splitlines()
+    assert lines[1].split()[-2:] == ["<", "1e-06"]
+    assert lines[2].split()[-1] == "1.0e-02"
