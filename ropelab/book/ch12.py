@@ -23,6 +23,7 @@ __all__ = [
     "llama_and_gguf_copy",
     "logits_by_rope_type",
     "packing_leak_table",
+    "query_weights",
     "rerotation_drift",
     "rope_norm",
     "score_gaps",
@@ -326,3 +327,27 @@ def weight_gaps(
         gap = float((weights(query_pos, key_pos) - first).abs().max())
         lines.append(f"{name:45} {show(gap)}")
     return "\n".join(lines)
+
+
+def query_weights(
+    q: Tensor, k: Tensor, inv_freq: Tensor
+) -> Callable[[int, Sequence[int]], Tensor]:
+    """One query's attention weights as a function of the positions.
+
+    Args:
+        q: ``(dim,)`` the unrotated query; k: ``(n, dim)`` the unrotated keys.
+        inv_freq: ``(dim // 2,)`` the frequencies.
+
+    Returns:
+        ``weights(query_pos, key_pos)``: the ``(n,)`` softmax over the keys of
+        the scores of q rotated at ``query_pos`` and k rotated at ``key_pos``
+        (``n`` positions), divided by √dim.
+    """
+    dim = q.shape[-1]
+
+    def weights(query_pos: int, key_pos: Sequence[int]) -> Tensor:
+        qr = apply_rotary(q[None], *cos_sin([query_pos], inv_freq))
+        kr = apply_rotary(k, *cos_sin(key_pos, inv_freq))
+        return torch.softmax((kr @ qr[0]) / dim**0.5, dim=0)
+
+    return weights

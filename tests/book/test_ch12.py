@@ -128,3 +128,19 @@ def test_weight_gaps_compare_each_case_with_the_first():
     lines = ch12.weight_gaps(weights, {"a": (3, [0, 1]), "b": (4, [0, 1])}).splitlines()
     assert lines[1].split()[-2:] == ["<", "1e-06"]
     assert lines[2].split()[-1] == "1.0e-02"
+
+
+def test_query_weights_are_a_softmax_of_rotated_scores_by_hand():
+    gen = torch.Generator().manual_seed(2)
+    q, k = torch.randn(8, generator=gen), torch.randn(5, 8, generator=gen)
+    f = inv_freq(8)
+    got = ch12.query_weights(q, k, f)(7, [1, 2, 3, 4, 6])
+
+    def by_hand(x, p):  # half-split pair (j, j + 4) as a complex number times e^{ipθ}
+        z = torch.complex(x[..., :4], x[..., 4:]) * torch.polar(torch.ones(4), p * f)
+        return torch.cat((z.real, z.imag), -1)
+
+    keys = torch.stack([by_hand(k[i], p) for i, p in enumerate([1, 2, 3, 4, 6])])
+    want = torch.softmax(keys @ by_hand(q, 7) / 8**0.5, dim=0)
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+    assert abs(float(got.sum()) - 1) < 1e-6
