@@ -25,7 +25,15 @@ def test_methods_table_has_every_method_per_dtype():
     dtypes = {r.dtype for r in results}
     for method in METHODS:
         rows = [line for line in table.splitlines() if line.split()[:1] == [method]]
-        assert len(rows) == len(dtypes), method
+        want = 0 if method in ch09.EARLIER_PATH else len(dtypes)
+        assert len(rows) == want, method
+
+
+def test_shown_drops_only_the_earlier_paths_rows():
+    _, results, _, _ = bench.load(BENCH_CPU)
+    kept = ch09.shown(results)
+    assert {r.method for r in kept} == set(METHODS) - set(ch09.EARLIER_PATH)
+    assert len(kept) == sum(r.method not in ch09.EARLIER_PATH for r in results) > 0
 
 
 def test_methods_table_refuses_a_file_with_other_methods():
