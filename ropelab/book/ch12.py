@@ -1,11 +1,12 @@
 """Chapter 12's plumbing (positions in practice): the drift of keys that a
 streaming cache moves step by step, in float32 and bfloat16; generation with
-transformers' dynamic-NTK LLaMA and its cache; the packing-leak and
-checkpoint-conversion tables."""
+transformers' dynamic-NTK LLaMA and its cache, and its base and score tables;
+the packing-leak and checkpoint-conversion tables, and llama.cpp's NORM rotation
+written for transformers' LLaMA."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 
 import torch
@@ -15,14 +16,19 @@ from ropelab import apply_rotary, cos_sin, rerotate_keys
 
 __all__ = [
     "DRIFT_WAYS",
+    "base_table",
     "conversion_table",
     "drift_table",
     "dynamic_ntk_generation",
     "llama_and_gguf_copy",
     "logits_by_rope_type",
     "packing_leak_table",
+    "query_weights",
     "rerotation_drift",
+    "rope_norm",
+    "score_gaps",
     "show",
+    "weight_gaps",
 ]
 
 DRIFT_WAYS = ("step by step", "once by the total", "encoded afresh")
@@ -263,3 +269,85 @@ def conversion_table(runs: dict, reference: Tensor) -> str:
         gap_text = show(gap, 1e-4)
         lines.append(f"{w_name:26} {rope_type:9} {gap_text:>14} {same:>11.0%}")
     return "\n".join(lines)
+
+
+def base_table(base_at: Callable[[int], float], original_max: int, factor: float,
+               total: int) -> str:
+    """The dynamic-NTK base ``base_at(s)`` (eq. ``pos-ntk``) at a few lengths
+    ``s``: ``original_max`` L, L + 1, 40, ``total`` and ``factor`` · L (the one
+    length at which vLLM evaluates it), each with what it stands for."""
+    today, vllm = total, int(factor * original_max)
+    notes = {original_max: "  up to L: the original base",
+             today: f"  today (m = {today - 1})", vllm: "  s = αL: vLLM's single base"}
+    lines = [f"{'length s':>8}   base b(s)"]
+    for s in (original_max, original_max + 1, 40, today, vllm):
+        lines.append(f"{s:>8}   {base_at(s):>9,.0f}{notes.get(s, '')}")
+    return "\n".join(lines)
+
+
+def score_gaps(scores: dict[str, Tensor], original_max: int) -> str:
+    """For each way of holding the keys after the first (the reference), the
+    largest |score − reference| over the keys inside ``original_max`` and past it;
+    ``scores[name]`` is ``(keys,)``."""
+    names = list(scores)
+    ref = scores[names[0]]
+    lines = []
+    for name in names[1:]:
+        gap = (scores[name] - ref).abs()
+        lines.append(f"{name:22} max |Δ score| inside L: "
+                     f"{float(gap[:original_max].max()):.3f}, "
+                     f"past L: {float(gap[original_max:].max()):.3f}")
+    return "\n".join(lines)
+
+
+def rope_norm(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1
+) -> tuple[Tensor, Tensor]:
+    """llama.cpp's NORM rope type for transformers' LLaMA: the angles of
+    transformers' half-split tables ``cos``, ``sin`` ``(batch, seq, dim)``,
+    applied to adjacent pairs (2i, 2i+1) of ``q`` and ``k`` ``(batch, heads,
+    seq, dim)``; a drop-in for ``apply_rotary_pos_emb``."""
+    half = cos.shape[-1] // 2
+    c = cos[..., :half].repeat_interleave(2, -1).unsqueeze(unsqueeze_dim)
+    s = sin[..., :half].repeat_interleave(2, -1).unsqueeze(unsqueeze_dim)
+    return (apply_rotary(q, c, s, layout="interleaved"),
+            apply_rotary(k, c, s, layout="interleaved"))
+
+
+def weight_gaps(
+    weights: Callable[[int, Sequence[int]], Tensor],
+    cases: dict[str, tuple[int, Sequence[int]]],
+) -> str:
+    """The left-padding table: for each case ``name -> (query position, key
+    positions)``, the largest |weights(case) − weights(first case)|, where
+    ``weights(query_pos, key_pos)`` returns one query's attention weights."""
+    first = weights(*next(iter(cases.values())))
+    lines = [f"{'prompt keys / new query':45} max |Δ attention weight|"]
+    for name, (query_pos, key_pos) in cases.items():
+        gap = float((weights(query_pos, key_pos) - first).abs().max())
+        lines.append(f"{name:45} {show(gap)}")
+    return "\n".join(lines)
+
+
+def query_weights(
+    q: Tensor, k: Tensor, inv_freq: Tensor
+) -> Callable[[int, Sequence[int]], Tensor]:
+    """One query's attention weights as a function of the positions.
+
+    Args:
+        q: ``(dim,)`` the unrotated query; k: ``(n, dim)`` the unrotated keys.
+        inv_freq: ``(dim // 2,)`` the frequencies.
+
+    Returns:
+        ``weights(query_pos, key_pos)``: the ``(n,)`` softmax over the keys of
+        the scores of q rotated at ``query_pos`` and k rotated at ``key_pos``
+        (``n`` positions), divided by √dim.
+    """
+    dim = q.shape[-1]
+
+    def weights(query_pos: int, key_pos: Sequence[int]) -> Tensor:
+        qr = apply_rotary(q[None], *cos_sin([query_pos], inv_freq))
+        kr = apply_rotary(k, *cos_sin(key_pos, inv_freq))
+        return torch.softmax((kr @ qr[0]) / dim**0.5, dim=0)
+
+    return weights

@@ -1,13 +1,111 @@
-"""Chapter 13's plumbing (current architectures): the layer plans of released
-configs; Qwen2.5-VL's position ids for a prompt with a video, read off
+"""Chapter 13's plumbing (current architectures): the partial-rotary table; the
+layer plans of the families' transformers configs; the probe-score and band
+tables; Qwen2.5-VL's position ids for a prompt with a video, read off
 transformers' model as it runs."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
+
 import torch
 from torch import Tensor
 
-__all__ = ["plan_summary", "qwen25vl_video_positions"]
+__all__ = [
+    "band_table",
+    "family_configs",
+    "partial_table",
+    "plan_summary",
+    "qwen25vl_video_positions",
+    "released_configs",
+    "score_table",
+    "xpos_summary",
+]
+
+# Qwen3-Next's checkpoint rotates 25 % of each head at base 10,000,000
+# (transformers' class default base is 10,000).
+QWEN3_NEXT_ROPE = {"rope_parameters": {"rope_type": "default", "rope_theta": 1e7,
+                                       "partial_rotary_factor": 0.25}}
+
+
+def partial_table(
+    families: Mapping[str, tuple[object, int]], base: float = 10000.0
+) -> str:
+    """The partial-rotary table: for each family ``name -> (config, head width)``,
+    the config's ``partial_rotary_factor`` f, the head width d, the rotated
+    channels f·d and the slowest rotated pair's wavelength at ``base``
+    (eq. ``var-partial``, via :func:`ropelab.variants.partial_inv_freq`)."""
+    from ropelab.variants import partial_inv_freq
+
+    lines = [f"{'family':<11} {'fraction':>8} {'head':>5} {'rotated':>8}"
+             f" {'slowest wavelength, base 10,000':>32}"]
+    for name, (cfg, head) in families.items():
+        f = cfg.rope_parameters["partial_rotary_factor"]
+        theta = partial_inv_freq(head, f, base)
+        slowest = 2 * math.pi / float(theta[theta > 0].min())
+        lines.append(f"{name:<11} {f:>8.2f} {head:>5} {int(f * head):>8}"
+                     f" {slowest:>28,.0f} tok")
+    return "\n".join(lines)
+
+
+def family_configs(num_layers: int = 12) -> dict[str, object]:
+    """transformers configs of ``num_layers`` layers for the five families of
+    the layer-plan figure (Llama 4, Cohere2, SmolLM3, Gemma 3, Qwen3-Next with
+    its checkpoint's rope parameters), each with its class defaults otherwise."""
+    from transformers.models.cohere2 import configuration_cohere2 as cohere2
+    from transformers.models.gemma3 import configuration_gemma3 as gemma3
+    from transformers.models.llama4 import configuration_llama4 as llama4
+    from transformers.models.qwen3_next import configuration_qwen3_next as qwen3_next
+    from transformers.models.smollm3 import configuration_smollm3 as smollm3
+
+    n = {"num_hidden_layers": num_layers}
+    return {
+        "Llama 4": llama4.Llama4TextConfig(**n),
+        "Cohere2": cohere2.Cohere2Config(**n),
+        "SmolLM3": smollm3.SmolLM3Config(**n),
+        "Gemma 3": gemma3.Gemma3TextConfig(**n),
+        "Qwen3-Next": qwen3_next.Qwen3NextConfig(**n, **QWEN3_NEXT_ROPE),
+    }
+
+
+def released_configs() -> dict[str, object]:
+    """transformers configs with the layer counts of three released models
+    (Llama 4 Scout: 48, Gemma 3 4B: 34, Qwen3-Next-80B-A3B: 48)."""
+    from transformers.models.gemma3 import configuration_gemma3 as gemma3
+    from transformers.models.llama4 import configuration_llama4 as llama4
+    from transformers.models.qwen3_next import configuration_qwen3_next as qwen3_next
+
+    return {
+        "Llama 4 Scout": llama4.Llama4TextConfig(num_hidden_layers=48),
+        "Gemma 3 4B": gemma3.Gemma3TextConfig(num_hidden_layers=34),
+        "Qwen3-Next-80B-A3B": qwen3_next.Qwen3NextConfig(
+            num_hidden_layers=48, **QWEN3_NEXT_ROPE),
+    }
+
+
+def score_table(curves: Mapping[str, Tensor], at: Sequence[int]) -> str:
+    """One row per curve: its value at each distance in ``at`` (curves indexed
+    by distance), in ``6.3f``."""
+    rows = []
+    for name, cv in curves.items():
+        row = "  ".join(f"{float(cv[t]):6.3f}" for t in at)
+        rows.append(f"{name:<24} {row}")
+    return "\n".join(rows)
+
+
+def band_table(axes: Mapping[str, Tensor], wavelengths: Tensor) -> str:
+    """For each way ``name -> axis of each pair (d/2,)`` of cutting the pairs
+    among time (0), height (1) and width (2), the range of wavelengths each
+    axis gets, one row per axis."""
+    names = list(axes)
+    lines = [f"{'axis':<7} " + " ".join(f"{n:>26}" for n in names)]
+    for a, axis in enumerate(("time", "height", "width")):
+        cells = []
+        for n in names:
+            wl = wavelengths[axes[n] == a]
+            cells.append(f"{float(wl.min()):>11,.0f} – {float(wl.max()):>11,.0f}")
+        lines.append(f"{axis:<7} " + " ".join(cells))
+    return "\n".join(lines)
 
 
 def qwen25vl_video_positions(
@@ -110,3 +208,13 @@ def plan_summary(config) -> str:
     )
     rotating = sum(p["rope"] for p in plan)
     return f"{rotating:>2} of {len(plan)} layers rotate, bases {per_base}"
+
+
+def xpos_summary(zeta: Tensor, at: int, scale: float) -> str:
+    """xPos's per-pair decay bases ``zeta`` (d/2,) in one line: the fastest and
+    slowest pair's ζ_j and the share ζ^(at/scale) of its term that the slowest
+    pair keeps at distance ``at`` (eq. ``var-xpos``)."""
+    fast, slow = float(zeta[0]), float(zeta[-1])
+    return (f"xPos ζ_j from {fast:.3f} (fastest pair) to {slow:.3f} (slowest);"
+            f" at {at:,} tokens the slowest pair keeps {slow ** (at / scale):.2f}"
+            " of its term")

@@ -91,3 +91,56 @@ def test_gguf_copy_with_norm_is_the_transformers_model():
     assert not torch.allclose(runs["gguf", "NEOX"], ref, atol=1e-2)
     table = ch12.conversion_table(runs, ref).splitlines()
     assert len(table) == 5 and table[1].split()[-1] == "100%"
+
+
+def test_rope_norm_rotates_adjacent_pairs_as_meta_does():
+    gen = torch.Generator().manual_seed(1)
+    q = torch.randn(1, 2, 5, 8, generator=gen, dtype=torch.float64)
+    k = torch.randn(1, 2, 5, 8, generator=gen, dtype=torch.float64)
+    angles = torch.arange(5.0, dtype=torch.float64)[:, None] * inv_freq(8).double()
+    emb = torch.cat([angles, angles], -1)[None]  # transformers' half-split tables
+    q_norm, k_norm = ch12.rope_norm(q, k, emb.cos(), emb.sin())
+    rot = torch.polar(torch.ones_like(angles), angles)  # Meta: pairs (2i, 2i+1)
+    for x, got in ((q, q_norm), (k, k_norm)):
+        meta = torch.view_as_real(torch.view_as_complex(x.reshape(1, 2, 5, 4, 2)) * rot)
+        torch.testing.assert_close(got, meta.flatten(-2))
+
+
+def test_base_table_prints_the_base_at_each_length():
+    lines = ch12.base_table(lambda s: 1000.0 * s, 32, 2.0, 48).splitlines()
+    assert [int(line.split()[0]) for line in lines[1:]] == [32, 33, 40, 48, 64]
+    assert lines[1].split()[1] == "32,000" and "original base" in lines[1]
+    assert lines[5].split()[1] == "64,000" and "vLLM" in lines[5]
+
+
+def test_score_gaps_measure_inside_and_past_the_original_context():
+    ref = torch.zeros(6)
+    other = torch.tensor([0.0, -0.5, 0.25, 2.0, 0.0, -1.0])
+    (line,) = ch12.score_gaps({"ref": ref, "other": other}, 3).splitlines()
+    assert line.endswith("inside L: 0.500, past L: 2.000")
+
+
+def test_weight_gaps_compare_each_case_with_the_first():
+    def weights(query_pos, key_pos):  # a toy rule: weight grows with the offset
+        w = torch.tensor([float(query_pos - p) for p in key_pos])
+        return w / 100
+
+    lines = ch12.weight_gaps(weights, {"a": (3, [0, 1]), "b": (4, [0, 1])}).splitlines()
+    assert lines[1].split()[-2:] == ["<", "1e-06"]
+    assert lines[2].split()[-1] == "1.0e-02"
+
+
+def test_query_weights_are_a_softmax_of_rotated_scores_by_hand():
+    gen = torch.Generator().manual_seed(2)
+    q, k = torch.randn(8, generator=gen), torch.randn(5, 8, generator=gen)
+    f = inv_freq(8)
+    got = ch12.query_weights(q, k, f)(7, [1, 2, 3, 4, 6])
+
+    def by_hand(x, p):  # half-split pair (j, j + 4) as a complex number times e^{ipθ}
+        z = torch.complex(x[..., :4], x[..., 4:]) * torch.polar(torch.ones(4), p * f)
+        return torch.cat((z.real, z.imag), -1)
+
+    keys = torch.stack([by_hand(k[i], p) for i, p in enumerate([1, 2, 3, 4, 6])])
+    want = torch.softmax(keys @ by_hand(q, 7) / 8**0.5, dim=0)
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+    assert abs(float(got.sum()) - 1) < 1e-6
