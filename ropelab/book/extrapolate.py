@@ -179,7 +179,9 @@ def wilson(right: int, n: int, z: float = 1.959963984540054) -> tuple[float, flo
     p = right / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if right == 0 else max(0.0, centre - half)
+    high = 1.0 if right == n else min(1.0, centre + half)
+    return low, high
 
 
 def methods(base: float, head_dim: int, train_len: int, factor: float) -> list[Method]:
@@ -408,20 +410,15 @@ def run(
     for scale in settings.ntk_scales:
         method = ntk_at(settings.base, cfg.head_dim, scale)
         results += _rows(model, method, 0, settings, method.name)
-        if settings.finetune_steps:
-            # a fine-tune at 4L with the same tables (dynamic NTK's at 4L is
-            # ntk@13 for factor 4) is the same computation: reuse its weights
-            same = [
-                m
-                for m, _ in tuned.values()
-                if _same_frequencies(m, method, cfg.head_dim, settings.target_len)
-            ]
-            weights = (
-                tuned[same[0].name][1] if same else _finetune(model, method, settings)
-            )
-            results += _rows(
-                weights, method, settings.finetune_steps, settings, method.name
-            )
+        # a fine-tune at 4L with the same tables is the same computation: dynamic
+        # NTK's fine-tune at 4L is ntk@13's for factor 4, so those weights give
+        # ntk@13's fine-tuned rows (the base held at 4L's for every length)
+        for m, weights in tuned.values():
+            if _same_frequencies(m, method, cfg.head_dim, settings.target_len):
+                results += _rows(
+                    weights, method, settings.finetune_steps, settings, method.name
+                )
+                break
         say(f"{method.name} ({time.perf_counter() - start:.0f} s)")
     plain = Method("none", None, settings.base)
     for remap in chosen_remaps:
@@ -523,33 +520,58 @@ def run(
 
 
 def merge(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One results dict from runs that differ only in their seed (``--merge``).
+    """One results dict from runs of the same experiment (``--merge``).
 
-    Rows, distance bins and run records are concatenated in seed order;
-    ``settings["seeds"]`` lists the seeds (``settings["seed"]`` stays the
-    first, the seed of the shipped weights). Raises ValueError if the runs
-    differ in anything but the seed, or share a seed.
+    The runs may differ in their seed and in which methods, remappings,
+    scales, ablations and bases they ran (a zero-shot pass with
+    ``--finetune-steps 0`` and a pass that fine-tunes a few methods, say),
+    but not in anything that changes a row's value: the model, lengths,
+    training steps, samples, thread count, and the fine-tuning steps of the
+    runs that fine-tune. Rows, distance bins and run records are
+    concatenated in seed order (one run's rows that another already has,
+    the same key with the same values, are dropped); list settings become
+    the union, ``settings["seeds"]`` the seeds and ``settings["seed"]`` the
+    first, the seed of the shipped weights. Raises ValueError if the runs
+    disagree, or give one row two different values.
     """
     if not parts:
         raise ValueError("merge needs at least one results dict")
     parts = sorted(parts, key=lambda p: min(_seeds(p)))
+    listed = ("seed", "seeds", "finetune_steps", "other_bases", "methods", "remaps",
+              "ntk_scales", "ablations")
 
-    def rest(p: Mapping[str, Any]) -> dict[str, Any]:
-        return {
-            k: v for k, v in p["settings"].items() if k not in ("seed", "seeds")
-        }
+    def core(p: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in p["settings"].items() if k not in listed}
 
     for p in parts[1:]:
-        if rest(p) != rest(parts[0]) or p["config"] != parts[0]["config"]:
-            raise ValueError("the runs differ in more than their seed")
-    seeds = [s for p in parts for s in _seeds(p)]
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"a seed appears twice: {seeds}")
+        if core(p) != core(parts[0]) or p["config"] != parts[0]["config"]:
+            raise ValueError("the runs differ in more than their seed and methods")
+    steps = {p["settings"]["finetune_steps"] for p in parts} - {0}
+    if len(steps) > 1:
+        raise ValueError(f"the runs fine-tune for different steps: {sorted(steps)}")
     out = copy.deepcopy(dict(parts[0]))
-    out["settings"]["seed"] = seeds[0]
-    out["settings"]["seeds"] = seeds
-    for key in ("runs", "results", "by_distance"):
-        out[key] = [x for p in parts for x in p.get(key, [])]
+    settings = out["settings"]
+    settings["finetune_steps"] = steps.pop() if steps else 0
+    for key in ("other_bases", "methods", "ntk_scales", "ablations"):
+        settings[key] = list(
+            dict.fromkeys(x for p in parts for x in p["settings"][key])
+        )
+    settings["remaps"] = {k: v for p in parts for k, v in p["settings"]["remaps"].items()}
+    seeds = sorted({s for p in parts for s in _seeds(p)})
+    settings["seed"], settings["seeds"] = seeds[0], seeds
+    for key, fields in (
+        ("results", ("method", "finetune_steps", "length", "seed")),
+        ("by_distance", ("method", "finetune_steps", "length", "lo", "seed")),
+    ):
+        rows: dict[tuple, dict[str, Any]] = {}
+        for p in parts:
+            for r in p.get(key, []):
+                k = tuple(r[f] for f in fields)
+                if k in rows and rows[k] != r:
+                    raise ValueError(f"two runs give {k} different values")
+                rows.setdefault(k, r)
+        out[key] = sorted(rows.values(), key=lambda r: r["seed"])
+    out["runs"] = [x for p in parts for x in p.get("runs", [])]
     return out
 
 
@@ -728,7 +750,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         nargs="*",
         default=list(d.ntk_scales),
         help="static NTK-aware scales to compare at matched scale (dynamic NTK at "
-        "factor 4 applies 13 at 4L, 29 at 8L), zero-shot and fine-tuned (none: skip)",
+        "factor 4 applies 13 at 4L, 29 at 8L), zero-shot; fine-tuned too where a "
+        "fine-tuned method trained with the same tables at s·L (none: skip)",
     )
     parser.add_argument(
         "--ablations",
