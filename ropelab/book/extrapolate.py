@@ -67,6 +67,7 @@ __all__ = [
     "ablations",
     "wilson",
     "summary",
+    "spread_table",
     "merge",
     "Remap",
     "remaps",
@@ -611,6 +612,45 @@ def summary(
             "high": max(e[1] for e in ends),
         }
     return out
+
+
+def _end(x: float) -> str:
+    return "1" if x >= 0.9995 else f"{x:.2f}"[1:]
+
+
+def spread_table(
+    data: Mapping[str, Any],
+    keys: Sequence[tuple[str, int]],
+    *,
+    labels: Mapping[str, str] | None = None,
+    lengths: Sequence[int] | None = None,
+) -> str:
+    """Accuracy over seeds, one row per (method, fine-tune steps) in ``keys``.
+
+    A cell is the mean over the seeds, then the lowest and highest end of any
+    seed's Wilson 95 % interval (:func:`summary`), e.g. ``0.97 .93–1``; the
+    last column counts the seeds. ``labels`` renames methods.
+    """
+    stats = summary(data["results"], data["settings"]["samples"])
+    train_len = data["train_length"]
+    if lengths is None:
+        lengths = sorted({n for (m, st, n) in stats if (m, st) in set(keys)})
+    labels = labels or {}
+    head = f"{'':<20}" + "".join(f"{f'{n // train_len}L':>13}" for n in lengths)
+    lines = [head + "  seeds"]
+    for name, steps in keys:
+        label = labels.get(name, name) + (f", {steps} ft" if steps else "")
+        cells, seeds = "", 0
+        for n in lengths:
+            st = stats.get((name, steps, n))
+            if st is None:
+                cells += f"{'':>13}"
+                continue
+            seeds = max(seeds, len(st["accuracies"]))
+            text = f"{st['mean']:.2f} {_end(st['low'])}–{_end(st['high'])}"
+            cells += f"{text:>13}"
+        lines.append(f"{label:<20}{cells}  {seeds:>5}")
+    return "\n".join(lines)
 
 
 def table(data: Mapping[str, Any]) -> str:

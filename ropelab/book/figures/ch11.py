@@ -18,9 +18,9 @@ def toy_attention(maps: dict, *, value_positions: dict, train_len: int) -> Figur
 
     One row of panels per length. Left: the first layer's head that attends
     one position back, as a heatmap over every query and key position, the
-    marker's key column dotted, and a red ring on each query that puts over
-    half its weight on a key more than one step back (the marker detector
-    misfiring). Right: the second layer's attention from the query (last
+    marker's key column (one before the value) dotted, and a red ring on each
+    query other than the value that puts over half its weight on the marker
+    (the marker detector misfiring). Right: the second layer's attention from the query (last
     position) over all key positions, one line per head, with the value's
     position marked.
 
@@ -49,20 +49,20 @@ def toy_attention(maps: dict, *, value_positions: dict, train_len: int) -> Figur
             interpolation="nearest",
         )
         fig.colorbar(image, ax=left, shrink=0.85, label="attention weight")
-        left.axvline(
-            value_positions[length] - 1, color="w", linestyle=":", linewidth=0.8
-        )
-        far = torch.ones_like(window, dtype=torch.bool).tril(-2)
-        m, n = torch.nonzero((window > 0.5) & far, as_tuple=True)
-        if len(m):
+        left.axvline(value_positions[length] - 1, color="w", linestyle=":", lw=0.8)
+        marker = value_positions[length] - 1
+        on_marker = window[:, marker].clone()
+        on_marker[marker + 1] = 0.0  # the value's row is the detector working
+        rows = torch.nonzero(on_marker > 0.5).flatten()
+        if len(rows):
             left.scatter(
-                n.numpy(),
-                m.numpy(),
+                [marker] * len(rows),
+                rows.numpy(),
                 s=40,
                 facecolors="none",
                 edgecolors="r",
                 linewidths=1.0,
-                label="> 0.5 on a key > 1 back",
+                label="> 0.5 on the marker,\nnot from the value",
             )
             left.legend(loc="upper right", fontsize="small")
         left.set_xlabel("key position n (tokens)")
