@@ -615,7 +615,7 @@ def summary(
 
 
 def _end(x: float) -> str:
-    return "1" if x >= 0.9995 else f"{x:.2f}"[1:]
+    return "1" if x >= 0.995 else f"{x:.2f}"[1:]
 
 
 def spread_table(
@@ -636,7 +636,7 @@ def spread_table(
     if lengths is None:
         lengths = sorted({n for (m, st, n) in stats if (m, st) in set(keys)})
     labels = labels or {}
-    head = f"{'':<20}" + "".join(f"{f'{n // train_len}L':>13}" for n in lengths)
+    head = f"{'':<24}" + "".join(f"{f'{n // train_len}L':>13}" for n in lengths)
     lines = [head + "  seeds"]
     for name, steps in keys:
         label = labels.get(name, name) + (f", {steps} ft" if steps else "")
@@ -649,7 +649,7 @@ def spread_table(
             seeds = max(seeds, len(st["accuracies"]))
             text = f"{st['mean']:.2f} {_end(st['low'])}–{_end(st['high'])}"
             cells += f"{text:>13}"
-        lines.append(f"{label:<20}{cells}  {seeds:>5}")
+        lines.append(f"{label:<24}{cells}  {seeds:>5}")
     return "\n".join(lines)
 
 
