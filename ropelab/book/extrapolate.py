@@ -130,7 +130,9 @@ class Method:
 
 
 def effective_scale(method: Method, base: float, head_dim: int, length: int) -> float:
-    """How much slower the method turns the slowest pair at ``length``: θ_{d/2-1}/θ'_{d/2-1}.
+    """How much slower the method turns the slowest pair at ``length``.
+
+    The ratio θ_{d/2-1} / θ'_{d/2-1} of the plain to the method's frequency.
 
     PI, NTK-aware at factor s, YaRN and Llama 3 give s at every length (all of
     them divide the slowest pair by s); dynamic NTK gives 1 up to L and
@@ -145,7 +147,9 @@ def ntk_at(base: float, head_dim: int, scale: float) -> Method:
     return Method(f"ntk@{scale:g}", None, ntk_scaled_base(base, scale, head_dim))
 
 
-def ablations(base: float, head_dim: int, train_len: int, factor: float) -> list[Method]:
+def ablations(
+    base: float, head_dim: int, train_len: int, factor: float
+) -> list[Method]:
     """The zero-shot ablations of 11: which pairs, which layer, YaRN's temperature.
 
     ``pi_slow`` divides by ``factor`` only the slow pairs, those that never
@@ -557,7 +561,9 @@ def merge(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         settings[key] = list(
             dict.fromkeys(x for p in parts for x in p["settings"][key])
         )
-    settings["remaps"] = {k: v for p in parts for k, v in p["settings"]["remaps"].items()}
+    settings["remaps"] = {
+        k: v for p in parts for k, v in p["settings"]["remaps"].items()
+    }
     seeds = sorted({s for p in parts for s in _seeds(p)})
     settings["seed"], settings["seeds"] = seeds[0], seeds
     for key, fields in (
@@ -888,7 +894,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         trained.load_state_dict(torch.load(args.weights, weights_only=True))
     command = " ".join(
-        ["python -m ropelab.book.extrapolate", *(sys.argv[1:] if argv is None else argv)]
+        ["python -m ropelab.book.extrapolate"]
+        + list(sys.argv[1:] if argv is None else argv)
     )
     kernels_env = os.environ.get("ATEN_CPU_CAPABILITY")
     parts = []

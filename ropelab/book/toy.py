@@ -395,7 +395,9 @@ def evaluate_by_distance(
     edges = [int(e) for e in edges]
     if len(edges) < 2 or any(a >= b for a, b in zip(edges, edges[1:])):
         raise ValueError(f"edges must increase, at least two, got {edges}")
-    bins = [{"lo": a, "hi": b, "right": 0, "count": 0} for a, b in zip(edges, edges[1:])]
+    bins = [
+        {"lo": a, "hi": b, "right": 0, "count": 0} for a, b in zip(edges, edges[1:])
+    ]
     for tokens, answers, logits in _scored(
         model, length, samples, seed, batch, scaling=scaling, base=base
     ):

@@ -20,9 +20,9 @@ def toy_attention(maps: dict, *, value_positions: dict, train_len: int) -> Figur
     one position back, as a heatmap over every query and key position, the
     marker's key column (one before the value) dotted, and a red ring on each
     query other than the value that puts over half its weight on the marker
-    (the marker detector misfiring). Right: the second layer's attention from the query (last
-    position) over all key positions, one line per head, with the value's
-    position marked.
+    (the marker detector misfiring). Right: the second layer's attention
+    from the query (last position) over all key positions, one line per head,
+    with the value's position marked.
 
     Args:
         maps: length -> ``(layer1, layer2)``, each ``(heads, seq, seq)`` attention
