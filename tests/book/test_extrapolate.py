@@ -163,9 +163,15 @@ def test_shipped_results_come_from_the_default_options():
         d.multiples
     )
     assert list(s["remaps"]) == list(d.remaps)
-    rows = data["results"]
-    per_length = len(NAMES) * 2 + len(d.remaps) + len(d.other_bases)
-    assert len(rows) == per_length * len(d.multiples)
+    rows = [r for r in data["results"] if r["seed"] == 0]
+    # methods zero-shot and fine-tuned, remappings, bases, static NTK at each scale
+    # (fine-tuned at 13: dynamic NTK's fine-tune), five zero-shot ablations
+    per_length = (
+        len(NAMES) * 2 + len(d.remaps) + len(d.other_bases) + len(d.ntk_scales) + 1 + 5
+    )
+    beta = [r for r in rows if r["method"] == f"beta={d.beta:g}"]
+    assert len(rows) - len(beta) == per_length * len(d.multiples)
+    assert sorted(r["length"] for r in beta) == [d.train_len * m for m in d.beta_multiples]
     json.dumps(data)
 
 
@@ -430,8 +436,17 @@ def test_shipped_results_record_how_they_were_made():
     assert data["runs"][0]["weights"] == "loaded from toy_base100.pt"
     seeds = {r["seed"] for r in data["results"]}
     assert seeds == set(data["settings"]["seeds"])
-    for seed in seeds:  # every seed has every row of the first
-        assert len(_one_seed(data, seed)) == len(_one_seed(data, 0))
+    zero_shot = {
+        (r["method"], r["length"])
+        for r in _one_seed(data, 0)
+        if r["finetune_steps"] == 0 and not r["method"].startswith("base=")
+    }
+    for seed in seeds:  # every seed has every zero-shot row of the first
+        assert zero_shot <= {
+            (r["method"], r["length"])
+            for r in _one_seed(data, seed)
+            if r["finetune_steps"] == 0
+        }
 
 
 RETRAIN_ONE_SEED = [
