@@ -14,7 +14,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["numpy_theta", "euler_rotate", "closed_form_scores", "bfloat16_paths"]
+__all__ = [
+    "numpy_theta", "sinusoid", "euler_rotate", "closed_form_scores", "bfloat16_paths",
+]
 
 
 def numpy_theta(d: int, base: float = 10000.0) -> np.ndarray:
@@ -23,6 +25,23 @@ def numpy_theta(d: int, base: float = 10000.0) -> np.ndarray:
     if isinstance(d, bool) or not isinstance(d, int) or d <= 0 or d % 2:
         raise ValueError(f"d must be a positive even int, got {d!r}")
     return base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+
+
+def sinusoid(m: int, inv_freq: Tensor) -> Tensor:
+    """Vaswani's additive encoding p_m laid out in pairs: (sin mθ_j, cos mθ_j) at
+    channels (2j, 2j+1) (01_frequencies, eq. ``freq-sinusoidal``).
+
+    Args:
+        m: the position.
+        inv_freq: the frequencies θ_j, shape (d/2,).
+
+    Returns:
+        p_m, shape (d,), on inv_freq's device and in its dtype.
+    """
+    if inv_freq.ndim != 1:
+        raise ValueError(f"inv_freq must be (d/2,), got shape {tuple(inv_freq.shape)}")
+    angle = m * inv_freq
+    return torch.stack((angle.sin(), angle.cos()), dim=-1).flatten()
 
 
 def _pairs(x: Tensor) -> np.ndarray:

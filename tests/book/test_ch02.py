@@ -19,6 +19,15 @@ def test_numpy_theta_is_the_ladder():
         ch02.numpy_theta(5)
 
 
+def test_sinusoid_is_vaswanis_encoding_in_pairs():
+    theta = torch.tensor([1.0, 0.1], dtype=torch.float64)
+    want = [math.sin(3.0), math.cos(3.0), math.sin(0.3), math.cos(0.3)]
+    want = torch.tensor(want, dtype=torch.float64)
+    torch.testing.assert_close(ch02.sinusoid(3, theta), want, rtol=0, atol=1e-15)
+    with pytest.raises(ValueError, match="inv_freq must be"):
+        ch02.sinusoid(3, theta[None])
+
+
 def test_euler_rotate_turns_a_unit_pair_by_m_radians():
     x = torch.tensor([[1.0, 0.0]] * 3, dtype=torch.float64)  # d = 2: θ_0 = 1
     got = ch02.euler_rotate(x, [0, 1, 7])

@@ -137,7 +137,8 @@ def wavelength_bars(
     ax.set_xlabel("pair index j (0-based)")
     ax.set_ylabel(r"wavelength $\lambda_j$ (tokens per turn)")
     ax.grid(True, axis="y", which="major", alpha=0.3)
-    ax.legend(loc="upper left")
+    # below the axes: inside, the legend would sit on the lines it names
+    fig.legend(loc="outside lower center", ncol=len(contexts))
     return finish(
         fig, f"Wavelengths of the {dim // 2} pairs, d = {dim}, base {base:,.0f}"
     )
@@ -166,7 +167,8 @@ def full_turn_count(
     ax.set_xlabel("context length L (tokens)")
     ax.set_ylabel(r"pairs with $\lambda_j \leq L$, $N(L)$")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="upper left")
+    # the staircases start at the left and the d/2 line runs along the top
+    ax.legend(loc="lower right")
     return finish(fig, f"How many pairs complete a turn within L tokens, d = {dim}")
 
 
@@ -201,9 +203,9 @@ def frequency_spectrum(
             label=name,
         )
         if context_len is not None:
-            name += (
-                f" ({full_turn_pairs(dim, base, context_len)} pairs with "
-                "$\\lambda_j \\leq L$)"
+            name = (
+                f"{full_turn_pairs(dim, base, context_len)} pairs with "
+                "$\\lambda_j \\leq L$"
             )
         ax_lambda.plot(j, wavelengths(dim, base).tolist(), marker=".", ms=3, label=name)
     if context_len is not None:
@@ -218,5 +220,9 @@ def frequency_spectrum(
         ax.set_yscale("log")
         ax.set_xlabel(r"pair index $j$ (0-based)")
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize="small")
+    # in the corner each panel's lines leave empty (the colours name the bases)
+    ax_theta.legend(loc="lower left", fontsize="small")
+    # room above the lines for the legend
+    ax_lambda.set_ylim(top=30 * wavelengths(dim, max(bases)).max().item())
+    ax_lambda.legend(loc="upper left", fontsize="small")
     return finish(fig, f"The RoPE frequency ladder, d = {dim}")

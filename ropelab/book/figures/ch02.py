@@ -18,6 +18,19 @@ from ._style import finish, new_figure
 __all__ = ["shift_invariance", "pair_rotation", "pair_score"]
 
 
+def _free_corner(phases: Sequence[float]) -> str:
+    """The legend corner of a square plot centred on 0 farthest, in angle, from
+    vectors with these phases (radians)."""
+    corners = {"upper right": 45, "upper left": 135, "lower left": -135,
+               "lower right": -45}
+
+    def gap(corner: str) -> float:  # the angle to the nearest vector
+        a = math.radians(corners[corner])
+        return min(abs(math.remainder(a - p, 2 * math.pi)) for p in phases)
+
+    return max(corners, key=gap)
+
+
 def shift_invariance(
     q: complex = complex(1.0, 0.3),
     k: complex = complex(0.6, 0.7),
@@ -64,14 +77,6 @@ def shift_invariance(
             lw=1.2,
         )
         score = (fq * fk.conjugate()).real
-        ax.text(
-            0.03,
-            0.03,
-            f"angle = {abs(a1 - a0):.3f} rad\nscore = {score:.3f}",
-            transform=ax.transAxes,
-            fontsize=10,
-            va="bottom",
-        )
         ax.axhline(0, color="0.85", lw=0.8, zorder=0)
         ax.axvline(0, color="0.85", lw=0.8, zorder=0)
         ax.set_xlim(-lim, lim)
@@ -79,8 +84,11 @@ def shift_invariance(
         ax.set_aspect("equal")
         ax.set_xlabel("first channel of the pair (input units)")
         ax.set_ylabel("second channel (input units)")
-        ax.set_title("as placed" if s == 0 else f"both shifted by s = {s}")
-        ax.legend(loc="upper left", fontsize=9)
+        ax.set_title(
+            ("as placed" if s == 0 else f"both shifted by s = {s}")
+            + f"\nangle = {abs(a1 - a0):.3f} rad, score = {score:.3f}"
+        )
+        ax.legend(loc=_free_corner([cmath.phase(fq), cmath.phase(fk)]), fontsize=9)
     return finish(
         fig,
         f"Shifting both positions turns both vectors by sθ (θ = {theta} rad/token)",
@@ -162,28 +170,32 @@ def pair_rotation(
                     color=c,
                 )
         else:
-            ins = ax.inset_axes([0.05, 0.53, 0.3, 0.42])
+            # inside the circle, opposite the tips: it covers no arrow and no arc
+            u = complex(zs.mean()) / radius
+            c = -0.45 * radius * u / abs(u)
+            side = 0.62 * radius
+            ins = ax.inset_axes(
+                [c.real - side / 2, c.imag - side / 2, side, side],
+                transform=ax.transData,
+            )
             ins.scatter(zs.real, zs.imag, c=colors, s=18, zorder=3)
-            for m, z, c in zip(pos, zs, colors):
+            for k in (0, len(pos) - 1):  # the ends only: the colours order the rest
                 ins.annotate(
-                    f"m={m}",
-                    xy=(z.real, z.imag),
-                    xytext=(6, 0),
+                    f"m={pos[k]}",
+                    xy=(zs[k].real, zs[k].imag),
+                    xytext=(8, 0),
                     textcoords="offset points",
                     va="center",
-                    fontsize=7,
-                    color=c,
+                    color=colors[k],
                 )
             lo, hi = float(zs.imag.min()), float(zs.imag.max())
             span = max(hi - lo, 1e-12)
             cx = float(zs.real.mean())
-            ins.set_xlim(cx - 0.6 * span, cx + 0.6 * span)
-            ins.set_ylim(lo - 0.1 * span, hi + 0.1 * span)
-            ins.set_aspect("equal")
+            ins.set_xlim(cx - 0.5 * span, cx + 3.0 * span)  # room for the labels
+            ins.set_ylim(lo - 0.15 * span, hi + 0.15 * span)
             ins.set_xticks([])
             ins.set_yticks([])
-            ins.set_title(f"zoom: tips span {sweep:.1e} rad", fontsize=7)
-            ax.indicate_inset_zoom(ins, edgecolor="0.4")
+            name = f"{name}\ninset: the tips zoomed (span {sweep:.1e} rad)"
         lim = 1.3 * radius
         ax.set_xlim(-lim, lim)
         ax.set_ylim(-lim, lim)
@@ -195,8 +207,7 @@ def pair_rotation(
         ax.set_ylabel("Im z = second channel x₂ (input units)")
     return finish(
         fig,
-        rf"One pair $z$ rotated to $z\,e^{{im\theta}}$ at positions m = "
-        rf"{pos[0]}..{pos[-1]}",
+        rf"One pair $z$ rotated to $z\,e^{{im\theta}}$, m = {pos[0]}..{pos[-1]}",
     )
 
 

@@ -7,10 +7,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from ropelab.pairing import half_split_permutation
 
-from ._style import finish, new_figure
+from ._style import BOOK_STYLE, MAX_WIDTH, finish, new_figure, wrap_title
 
 __all__ = ["pairing_diagram", "score_comparison"]
 
@@ -144,20 +145,25 @@ def score_comparison(
             "reference and other must be 2-D score matrices of one shape, got "
             f"{a.shape} and {b.shape}"
         )
-    fig, axes = new_figure(1, 3, width=12.0, height=4.0)
+    # three narrow panels: one y label, one x label and two-line titles, so no
+    # label runs into its neighbour
+    fig, axes = new_figure(1, 3, width=MAX_WIDTH, height=3.0, sharey=True)
     vmax = float(max(np.abs(a).max(), np.abs(b).max())) or 1.0
     diff = b - a
     dmax = float(np.abs(diff).max()) or 1.0
-    for ax, data, title in zip(axes[:2], (a, b), labels):
+    titles = [wrap_title(t, 18) for t in labels] + ["difference:\nmiddle − left"]
+    for ax, data, title in zip(axes[:2], (a, b), titles):
         im = ax.imshow(data, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
         ax.set_title(title)
     fig.colorbar(
         im, ax=axes[:2].tolist(), label="score q·k/√d (dimensionless)", shrink=0.85
     )
     im_d = axes[2].imshow(diff, cmap="PuOr_r", vmin=-dmax, vmax=dmax)
-    axes[2].set_title("difference: middle − left")
+    axes[2].set_title(titles[2])
     fig.colorbar(im_d, ax=axes[2], label="Δ score (dimensionless)", shrink=0.85)
-    for ax in axes:
-        ax.set_xlabel("key position n (tokens)")
-        ax.set_ylabel("query position m (tokens)")
+    axes[0].set_ylabel("query position m (tokens)")
+    for ax in axes:  # positions are integers
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.supxlabel("key position n (tokens)", fontsize=BOOK_STYLE["axes.labelsize"])
     return finish(fig, "Attention scores of one head")

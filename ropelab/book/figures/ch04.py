@@ -40,10 +40,10 @@ def rotation_matrix_sparsity(
     """
     theta = inv_freq(dim, base, dtype=torch.float64)
     cmap = plt.get_cmap("viridis").with_extremes(bad="white")
-    fig, axes = new_figure(1, 2, width=9.6, height=4.6)
+    fig, axes = new_figure(1, 2, width=9.6, height=5.0)
     titles = {
-        "interleaved": "interleaved: block diagonal",
-        "half_split": "half-split: $P R_{inter} P^T$",
+        "interleaved": "interleaved:\nblock diagonal",
+        "half_split": "half-split:\nP R Pᵀ",
     }
     image = None
     for ax, layout in zip(axes, ("interleaved", "half_split")):
@@ -56,7 +56,7 @@ def rotation_matrix_sparsity(
             interpolation="nearest",
         )
         ax.set_title(
-            f"{titles[layout]} ({int((r != 0).sum())} of {dim * dim} non-zero)",
+            f"{titles[layout]}, {int((r != 0).sum())} of {dim * dim} non-zero",
             fontsize="medium",
         )
         ax.set_xlabel("input channel")
@@ -107,7 +107,7 @@ def rotation_cost(
         label="x ⊙ cos + rot(x) ⊙ sin: 3d",
     )
     left.set_title("compute per vector", fontsize="medium")
-    left.set_ylabel("floating-point operations (flops)")
+    left.set_ylabel("operations (flops)")
     right.loglog(
         d,
         [floats_per_position(n, "dense") for n in d],
@@ -134,5 +134,6 @@ def rotation_cost(
     for ax in (left, right):
         ax.set_xlabel("head dimension d (channels)")
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize="small")
+        # under the panel: every corner inside holds a line
+        ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.34))
     return finish(fig, "The dense R grows as d², the elementwise form as d")

@@ -87,7 +87,8 @@ def table_error(
     ax.set_xlabel("position m (tokens)")
     ax.set_ylabel(ylabel)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=9)
+    # below the axes: the curves fill the plot from bottom to top
+    fig.legend(loc="outside lower center", ncol=2, fontsize=9)
     return finish(fig, "Error of the cos table against exact arithmetic")
 
 
@@ -118,7 +119,7 @@ def decode_scores(correct, wrong, *, prompt_len: int, scale: float = 1.0) -> Fig
         (
             ax_w,
             lambda s: torch.softmax(s * scale, dim=0),
-            "attention weight (probability)",
+            "attention weight",
         ),
     ):
         ax.plot(
@@ -145,7 +146,8 @@ def decode_scores(correct, wrong, *, prompt_len: int, scale: float = 1.0) -> Fig
             )
         ax.set_xlabel("key position n (tokens)")
         ax.set_ylabel(ylabel)
-        ax.legend(fontsize=8)
+    # one legend for both panels, below them: inside, it would cover the curves
+    fig.legend(*ax_s.get_legend_handles_labels(), loc="outside lower center", ncol=2)
     ax_s.set_title("scores of the newest query", fontsize=10)
     ax_w.set_title("softmax weights", fontsize=10)
     return finish(

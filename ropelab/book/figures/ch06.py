@@ -40,12 +40,13 @@ def toeplitz_scores(
 def long_term_decay(
     distances, bound, *, random_mean_abs, equal_qk, dim: int, base: float
 ) -> Figure:
-    """RoFormer's relative upper bound (left) beside what scores actually do (right).
+    """RoFormer's relative upper bound (top) above what scores actually do (bottom).
 
-    Left: (1/(d/2)) Σ_j |S_j| against the relative distance, the curve of
+    Top: (1/(d/2)) Σ_j |S_j| against the relative distance, the curve of
     RoFormer's figure on long-term decay (06_attention_and_decay, eq.
-    ``attn-decay-bound``). Right: the bound, the mean |score| over random q, k, and the
-    score for q = k with equal pairs, each divided by its own value at distance 0.
+    ``attn-decay-bound``). Bottom: the bound, the mean |score| over random q, k,
+    and the score for q = k with equal pairs, each divided by its own value at
+    distance 0; the legend sits below the panel, clear of the curves.
 
     Args:
         distances: ``(n,)`` integer distances, starting at 0.
@@ -62,13 +63,17 @@ def long_term_decay(
             "distances must start at 0 (the curves are normalised there), got "
             f"{int(x[0])}"
         )
-    fig, (left, right) = new_figure(1, 2, width=11.0, height=4.0)
+    # Stacked, so that each panel has the full column and short labels; the
+    # legend sits below the lower panel, where it covers no curve.
+    fig, (left, right) = new_figure(2, 1, width=6.4, height=7.6, sharex=True)
     left.plot(x, curves[0].numpy(), color="C0")
     left.set_xlabel("relative distance m − n (tokens)")
-    left.set_ylabel("relative upper bound (1/(d/2)) Σ|S_j| (dimensionless)")
-    left.set_title(f"RoFormer's bound, d = {dim}, base = {base:g}", fontsize="medium")
+    left.tick_params(labelbottom=True)  # each panel reads on its own
+    left.set_ylabel("bound B(δ) (dimensionless)")
+    left.set_title(f"RoFormer's bound alone, d = {dim}, base {base:,.0f}",
+                   fontsize="medium")
     labels = (
-        "relative upper bound",
+        "relative upper bound B(δ)",
         "mean |score|, random Gaussian q, k",
         "score for q = k (all h_j equal)",
     )
@@ -76,9 +81,10 @@ def long_term_decay(
         right.plot(x, (curve / curve[0]).numpy(), label=label, color=color)
     right.axhline(0.0, color="0.6", linewidth=0.8)
     right.set_xlabel("relative distance m − n (tokens)")
-    right.set_ylabel("value / value at distance 0 (dimensionless)")
+    right.set_ylabel("value ÷ value at δ = 0")
     right.set_title("the bound against actual scores", fontsize="medium")
-    right.legend(fontsize="small")
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1,
+                 frameon=False)
     return finish(fig, "Long-term decay: what the bound promises and what scores do")
 
 

@@ -155,11 +155,13 @@ def context_extension_factors(
     )
     ax.set_ylabel(r"interpolation factor $\theta_j / \theta'_j$ (1 = unchanged)")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize="small", loc="upper left")
+    # Below the axes: inside, every corner holds a curve (PI runs along the top).
+    fig.legend(fontsize="small", loc="outside lower center", ncol=2)
+    nb = "\u00a0"  # keep "b = 10,000" on one line when the title wraps
     return finish(
         fig,
-        f"How each method rescales the {dim // 2} frequencies (d = {dim}, b = "
-        f"{base:,.0f}, s = {factor:g})",
+        f"How each method rescales the {dim // 2} frequencies "
+        f"(d{nb}={nb}{dim}, b{nb}={nb}{base:,.0f}, s{nb}={nb}{factor:g})",
     )
 
 
@@ -292,7 +294,7 @@ def yarn_ramps(gamma_paper, gamma_code, *, j_low: int, j_high: int) -> Figure:
     ax.set_xlabel("pair index j")
     ax.set_ylabel("γ_j (1 = keep θ_j, 0 = θ_j / s)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small", loc="upper right")
+    fig.legend(fontsize="small", loc="outside lower center", ncol=2)  # off the ramps
     return finish(fig, "YaRN's ramp: as the paper writes it and as checkpoints use it")
 
 

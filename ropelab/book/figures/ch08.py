@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from ropelab.numerics import cos_error, cos_error_bound, log_positions
 
@@ -30,7 +31,8 @@ def angle_precision(
     error is 0 and has no point on a log axis). Dashed lines, same colours: the
     bound of eq. ``num-cosbound`` for each dtype, float64 included. A dotted
     vertical line marks 65,504, the largest float16: beyond it float16
-    positions are inf, the cosines NaN, and the float16 line stops. Computed
+    positions are inf, the cosines NaN, and the float16 line stops. One legend
+    below the panels names the colours (dtypes) and line styles. Computed
     on the CPU: the point is the format, not the device.
 
     Args:
@@ -56,7 +58,7 @@ def angle_precision(
     pos = log_positions(n_positions, max_position)
     x = pos.double().numpy()
     fig, axes = new_figure(
-        1, len(bases), width=5.6 * len(bases), height=4.6, sharey=True, squeeze=False
+        1, len(bases), width=6.8, height=4.6, sharey=True, squeeze=False
     )
     for ax, base in zip(axes[0], bases):
         for name, dt in dtypes.items():
@@ -89,11 +91,21 @@ def angle_precision(
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_ylim(1e-17, 10.0)
+        ax.set_yticks([1e-16, 1e-12, 1e-8, 1e-4, 1.0])
         ax.set_title(f"base = {base:,.0f}", fontsize="medium")
         ax.set_xlabel("position m (tokens)")
         ax.grid(True, which="major", alpha=0.3)
-    axes[0][0].set_ylabel(r"max$_j$ |cos ã$_j$ − cos m$\theta_j$| (dimensionless)")
-    axes[0][-1].legend(fontsize="x-small", loc="lower right")
+    axes[0][0].set_ylabel("largest error over the pairs\n"
+                          r"max$_j$ |cos ã$_j$ − cos m$\theta_j$|")
+    # One legend below the panels, where it covers no data: the colours name
+    # the dtypes, the line styles what is drawn.
+    handles = [Line2D([], [], color=colours[n], lw=1.6) for n in dtypes]
+    handles += [Line2D([], [], color="0.55", lw=1.6),
+                Line2D([], [], color="0.55", lw=1.0, ls="--"),
+                Line2D([], [], color=colours["float16"], lw=1.2, ls=":")]
+    labels = ["float64 (bound only)", *list(dtypes)[1:], "measured", "bound",
+              "65,504: largest float16"]
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, frameon=False)
     where = "in the angle's dtype" if cos_in_angle_dtype else "in float64"
     return finish(
         fig,
