@@ -8,12 +8,21 @@ NTK-aware, dynamic NTK, YaRN, Llama 3), each without fine-tuning and after
 trains the same model at other bases, scored as trained without scaling (the
 base-choice comparison). It also scores the main model, untouched, under
 chapter 13's methods that remap positions instead of frequencies (ReRoPE,
-leaky ReRoPE, SelfExtend, dual chunk attention; :func:`remaps`). It
-prints one table and writes::
+leaky ReRoPE, SelfExtend, dual chunk attention; :func:`remaps`). For a fair
+comparison it adds static NTK-aware scaling at the scales dynamic NTK applies
+(``--ntk-scales``, :func:`effective_scale`), and the ablations of the chapter
+(``--ablations``: slow or fast pairs only, one layer only, YaRN without its
+temperature, accuracy by distance, a fine-tune at the base ``--beta``).
+``--seeds N`` runs N seeds one after another; ``--merge`` combines the files
+of separate runs. It prints one table and writes::
 
-    {"train_length": 64, "config": {...}, "settings": {...},
+    {"train_length": 64, "config": {...}, "settings": {..., "seeds": [0, ...]},
+     "runs": [{"seed": 0, "weights": "trained", "cpu_kernels": "AVX2",
+               "torch": "2.13.0", "command": "python -m ..."}, ...],
      "results": [{"method": "none", "base": 100.0, "finetune_steps": 0,
-                  "length": 256, "accuracy": 0.24, "loss": 6.2}, ...]}
+                  "length": 256, "accuracy": 0.24, "loss": 6.2, "seed": 0}, ...],
+     "by_distance": [{"method": "none", "length": 256, "lo": 1, "hi": 32,
+                      "right": 10, "count": 37, "seed": 0, ...}, ...]}
 
 Everything runs on the CPU in float32 with deterministic algorithms and a
 fixed thread count, so the same options give the same file bit for bit on
