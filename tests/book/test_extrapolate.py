@@ -181,7 +181,8 @@ def test_shipped_weights_give_the_shipped_unscaled_results():
     by_method = {m.name: m for m in methods(100.0, 32, 64, 4.0)}
     for r in data["results"]:
         if (
-            r["finetune_steps"] == 0
+            r["seed"] == 0
+            and r["finetune_steps"] == 0
             and r["method"] in ("none", "yarn")
             and r["length"] <= 256
         ):
@@ -204,7 +205,11 @@ def test_shipped_weights_give_the_shipped_remapped_results():
     by_name = {r.name: r for r in remaps(64, 4.0)}
     checked = 0
     for r in data["results"]:
-        if r["method"] in ("rerope", "dual_chunk") and r["length"] == 128:
+        if (
+            r["method"] in ("rerope", "dual_chunk")
+            and r["length"] == 128
+            and r["seed"] == 0
+        ):
             got = evaluate(
                 model, 128, remap=by_name[r["method"]].passes(128),
                 samples=data["settings"]["samples"],
@@ -413,7 +418,8 @@ def test_shipped_weights_recompute_each_new_tables_first_seed_row():
     for name in ("ntk@13", "pi_slow", "pi_fast", "dynamic_layer1", "yarn_t1"):
         got = evaluate(model, n, samples=samples, **chosen[name].forward_kwargs())
         assert got["accuracy"] == rows[name]["accuracy"], name
-        assert round(got["loss"], 6) == rows[name]["loss"], name
+        # the loss's sixth decimal may differ between CPU kernels (AVX2 / AVX-512)
+        assert got["loss"] == pytest.approx(rows[name]["loss"], abs=2e-6), name
     bins = evaluate_by_distance(model, n, s["distance_edges"], samples=samples)
     shipped = [
         {k: b[k] for k in ("lo", "hi", "right", "count")}
@@ -427,13 +433,16 @@ def test_shipped_weights_recompute_each_new_tables_first_seed_row():
 
 def test_shipped_results_record_how_they_were_made():
     data = shipped_results()
-    assert [r["seed"] for r in data["runs"]] == data["settings"]["seeds"]
+    assert sorted({r["seed"] for r in data["runs"]}) == data["settings"]["seeds"]
     for record in data["runs"]:
         assert record["cpu_kernels"] and record["torch"] and record["command"]
         assert record["weights"] == "trained" or record["weights"].startswith(
             "loaded from "
         )
-    assert data["runs"][0]["weights"] == "loaded from toy_base100.pt"
+    # seed 0's rows come from the shipped weights, trained or loaded
+    for record in data["runs"]:
+        if record["seed"] == 0:
+            assert record["weights"] in ("trained", "loaded from toy_base100.pt")
     seeds = {r["seed"] for r in data["results"]}
     assert seeds == set(data["settings"]["seeds"])
     zero_shot = {
