@@ -3,11 +3,23 @@
 Every check raises ``ValueError`` (or ``TypeError`` for a wrong type) with a
 message that names the argument and what it got, so that a caller never has
 to decode a broadcasting error from deep inside torch.
+
+The policy, held by ``tests/test_bad_input.py``: tensors are dense (sparse
+layouts are refused) and real where a dtype is asked for; a number with a
+meaning (a base, a factor, a scale) is finite and in its range; an empty batch
+or sequence is accepted, an empty head dimension is not; meta tensors are
+accepted as shapes; a tensor on another device than the others is refused
+where it is data (x, cos, sin, out, q, k), while integer positions and the d/2
+frequencies are moved where the computation is (meta, which has no values to
+move, is refused). Values are read
+only where that is cheap and never forces a device synchronisation: the finite
+check of ``inv_freq`` runs where it lives on the CPU.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from typing import Sequence, Union
 
 import numpy as np
@@ -32,6 +44,44 @@ def check_dim(dim: object, name: str = "dim") -> int:
     return dim
 
 
+def check_number(
+    value: object, name: str, *, minimum: float | None = None, above: bool = False
+) -> float:
+    """Return ``value`` as a float after checking it is a finite real number
+    (not a bool), at least ``minimum`` (greater than it when ``above``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"{name} must be a number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    if minimum is not None and (value <= minimum if above else value < minimum):
+        raise ValueError(
+            f"{name} must be {'>' if above else '>='} {minimum:g}, got {value:g}")
+    return value
+
+
+def check_table_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
+    """Return ``dtype`` after checking it is a real floating-point torch dtype (the
+    tables' cos and sin are fractions: an integer dtype would round them to 0)."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(
+            f"{name} must be a floating-point torch dtype (float32, float64, bfloat16 "
+            f"or float16), got {dtype!r}")
+    return dtype
+
+
+def check_tensor(t: object, name: str) -> Tensor:
+    """Check ``t`` is a dense (strided) tensor: a sparse one is refused by name
+    rather than failing inside torch."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.layout != torch.strided:
+        raise TypeError(f"{name} must be a dense tensor, got layout {t.layout}; "
+                        f"convert with {name}.to_dense()")
+    return t
+
+
 def check_base(base: object) -> float:
     """Return ``base`` as a float after checking it is a finite number > 1."""
     if isinstance(base, bool) or not isinstance(base, (int, float)):
@@ -53,16 +103,22 @@ def check_layout(layout: object) -> str:
 
 
 def check_float_tensor(t: object, name: str) -> Tensor:
-    """Check ``t`` is a floating-point tensor."""
-    if not isinstance(t, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    """Check ``t`` is a dense floating-point tensor (real: complex is refused)."""
+    check_tensor(t, name)
     if not t.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
     return t
 
 
 def check_inv_freq(inv_freq: object) -> Tensor:
-    """Check ``inv_freq`` is a 1-D float tensor of float32 or wider."""
+    """Check ``inv_freq`` is a 1-D float tensor of float32 or wider, finite.
+
+    Zero and negative frequencies are accepted: a pair that stands still (partial
+    rotary, p-RoPE) or turns the other way. NaN and infinity are refused where
+    ``inv_freq`` lives on the CPU, where reading d/2 values is cheap; on a GPU
+    that read would be a host synchronisation, so there they are not checked
+    (nor under torch.compile or on the meta device, which has no values).
+    """
     inv_freq = check_float_tensor(inv_freq, "inv_freq")
     if inv_freq.ndim != 1 or inv_freq.numel() == 0:
         raise ValueError(
@@ -74,6 +130,15 @@ def check_inv_freq(inv_freq: object) -> Tensor:
             "inv_freq must be float32 or float64 (angles are never computed in a "
             f"narrower type), got {inv_freq.dtype}"
         )
+    # one sum first (NaN and ±inf propagate into it; a few µs), the exact test only
+    # when it is not finite (an overflowing sum of finite values passes)
+    if (inv_freq.device.type == "cpu" and not compiling()
+            and not math.isfinite(float(inv_freq.sum()))):
+        bad = (~torch.isfinite(inv_freq)).nonzero()
+        if bad.numel():
+            j = int(bad[0])
+            raise ValueError(f"inv_freq must be finite, got {float(inv_freq[j])} at "
+                             f"index {j}")
     return inv_freq
 
 
@@ -92,16 +157,24 @@ def as_positions(
     expressed by scaling ``inv_freq`` instead. ``name`` is used in error
     messages; ``nonnegative=False`` admits negative values (distances m − n).
     The sign check reads the values (a synchronisation on a GPU); on the
-    ``meta`` device, which has none, it is skipped.
+    ``meta`` device, which has none, it is skipped. Positions are moved to
+    ``device`` (a few integers, as a list is), except from the meta device,
+    which has no values to move: that is refused.
     """
     if isinstance(positions, Tensor):
-        t = positions
+        t = check_tensor(positions, name)
+        if t.is_meta and device is not None and torch.device(device).type != "meta":
+            raise ValueError(f"{name} are on {t.device} (shapes only, no values) but "
+                             f"the computation is on {device}")
     elif isinstance(positions, bool):
         raise TypeError(f"{name} must be integers, got bool")
     elif isinstance(positions, (int, range, list, tuple)):
-        t = torch.as_tensor(
-            list(positions) if isinstance(positions, range) else positions
-        )
+        if isinstance(positions, (range, list, tuple)) and len(positions) == 0:
+            t = torch.empty(0, dtype=torch.long)  # (as_tensor would make it float32)
+        else:
+            t = torch.as_tensor(
+                list(positions) if isinstance(positions, range) else positions
+            )
     else:
         raise TypeError(
             f"{name} must be an integer tensor, int or sequence of ints, got "
@@ -120,7 +193,8 @@ def as_positions(
 
 
 def check_x(x: object, name: str = "x") -> Tensor:
-    """Check ``x`` is a floating tensor ``(..., seq, dim)`` with an even ``dim``."""
+    """Check ``x`` is a dense floating tensor ``(..., seq, dim)`` with a positive
+    even ``dim`` (the other axes may be empty)."""
     x = check_float_tensor(x, name)
     if x.ndim < 2:
         raise ValueError(
@@ -129,6 +203,10 @@ def check_x(x: object, name: str = "x") -> Tensor:
     if x.shape[-1] % 2:
         raise ValueError(
             f"{name}'s last axis (dim) must be even, got shape {tuple(x.shape)}"
+        )
+    if not x.shape[-1]:
+        raise ValueError(
+            f"{name}'s last axis (dim) must be positive, got shape {tuple(x.shape)}"
         )
     return x
 
@@ -225,7 +303,8 @@ def check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
     ``x``."""
     xs, device = x.shape, x.device  # (kept cheap: a decode step calls this every token)
     for name, t in (("cos", cos), ("sin", sin)):
-        if not isinstance(t, Tensor) or not t.is_floating_point():
+        if (not isinstance(t, Tensor) or not t.is_floating_point()
+                or t.layout != torch.strided):
             check_float_tensor(t, name)
         if t.device != device:
             raise ValueError(f"{name} is on {t.device} but x is on {device}")
@@ -257,8 +336,7 @@ def check_tables(x: Tensor, cos: Tensor, sin: Tensor, rotary_dim: int) -> None:
 def check_out(out: object, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Check ``out`` can take apply_rotary's result: x's shape, dtype and device; x
     itself (in place) or no byte shared with x; no byte shared with cos or sin."""
-    if not isinstance(out, Tensor):
-        raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+    check_tensor(out, "out")
     if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
         raise ValueError(
             f"out must match x: shape {tuple(x.shape)}, {x.dtype} on "

@@ -93,6 +93,14 @@ def rope_scores(
     Returns:
         Tensor ``(..., Lq, Lk)`` in the promoted dtype of ``q`` and ``k``, on their
         device.
+
+    Raises:
+        TypeError: q or k not a dense real floating tensor; positions not
+            integers; ``base`` not a number.
+        ValueError: q or k as :func:`ropelab.apply_rotary` refuses x, of
+            different dims, on different devices, or with leading axes that do
+            not broadcast; positions negative or not ``(Lq,)`` / ``(Lk,)``;
+            ``base`` not finite and > 1; an unknown ``layout``.
     """
     q = check_x(q, "q")
     k = check_x(k, "k")
@@ -118,7 +126,7 @@ def rope_scores(
         pos = (
             torch.arange(x.shape[-2], device=x.device)
             if pos is None
-            else as_positions(pos, x.device)
+            else as_positions(pos, x.device, name=f"positions_{name}")
         )
         if pos.ndim != 1 or pos.shape[0] != x.shape[-2]:
             raise ValueError(
@@ -217,6 +225,11 @@ def decay_bound(distances: PositionsLike, dim: int, base: float = 10000.0) -> Te
     Returns:
         float64 tensor of shape ``D``, on ``distances``' device (the CPU for
         ints and sequences, and for MPS tensors).
+
+    Raises:
+        TypeError: distances not integers (or a sparse tensor); ``dim`` not an
+            int; ``base`` not a number.
+        ValueError: ``dim`` not positive and even; ``base`` not finite and > 1.
     """
     return partial_phasor_sums(distances, dim, base)[..., 1:].abs().mean(-1)
 

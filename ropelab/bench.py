@@ -247,9 +247,9 @@ def _methods(
     }
     r_bytes = seq * dim * dim * q.element_size()
     if r_bytes <= DENSE_R_LIMIT_BYTES:
-        r = torch.stack([rotation_matrix(m, theta) for m in range(seq)]).to(
-            q.dtype
-        )  # (seq, d, d)
+        r = torch.stack(
+            [rotation_matrix(m, theta, layout="interleaved") for m in range(seq)]
+        ).to(q.dtype)  # (seq, d, d)
         dense = lambda: (
             torch.einsum("sij,...sj->...si", r, q),
             torch.einsum("sij,...sj->...si", r, k),

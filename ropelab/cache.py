@@ -101,6 +101,13 @@ class RotaryEmbedding(nn.Module):
         max_position: initial cache capacity in positions.
 
     Call it as ``q, k = rope(q, k, positions=None, offset=0)``: see :meth:`forward`.
+
+    Raises:
+        TypeError: ``dim`` not an int, ``base`` not a number, ``scaling`` not a
+            dict or None.
+        ValueError: ``dim`` not positive and even; ``base`` not finite and > 1;
+            a scaling dict that :func:`ropelab.scaled_inv_freq` refuses; an
+            unknown ``layout``; ``max_position`` not a positive int.
     """
 
     inv_freq: Tensor
@@ -232,7 +239,16 @@ class RotaryEmbedding(nn.Module):
                 the KV cache when decoding.
 
         Returns:
-            ``(q, k)`` rotated, each in its own dtype, shape and device.
+            ``(q, k)`` rotated, each in its own dtype, shape and device. No tokens
+            (seq = 0) give empty results.
+
+        Raises:
+            TypeError: q or k not a dense real floating tensor; positions not
+                integers.
+            ValueError: q or k without ``(seq, dim)`` axes, of another seq, with
+                fewer channels than ``dim``, or on another device than the
+                module; positions negative, not ``(seq,)`` or ``(batch, seq)``,
+                or on the meta device; ``offset`` not a non-negative int.
         """
         q, k = check_x(q, "q"), check_x(k, "k")
         if q.shape[-2] != k.shape[-2]:

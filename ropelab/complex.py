@@ -65,7 +65,14 @@ def apply_rotary_complex(
         inv_freq: ``(dim // 2,)``.
 
     Returns:
-        Tensor of ``x``'s shape, dtype and device.
+        Tensor of ``x``'s shape, dtype and device (``inv_freq`` and the positions
+        are moved there: d/2 numbers and a few integers).
+
+    Raises:
+        TypeError, ValueError: as :func:`ropelab.apply_rotary` for ``x`` and
+            :func:`ropelab.angles` for ``positions`` and ``inv_freq``; a
+            ``ValueError`` too when ``inv_freq`` has not dim // 2 entries or the
+            positions are not x's seq.
     """
     x = check_x(x)
     inv_freq = check_inv_freq(inv_freq)

@@ -35,6 +35,11 @@ def inv_freq(
 
     Returns:
         Tensor ``(dim // 2,)``, decreasing from θ_0 = 1.
+
+    Raises:
+        TypeError: ``dim`` not an int, ``base`` not a number, ``dtype`` not
+            float32/float64.
+        ValueError: ``dim`` not positive and even; ``base`` not finite and > 1.
     """
     dim = check_dim(dim)
     base = check_base(base)
@@ -68,6 +73,9 @@ def wavelengths(dim: int, base: float = 10000.0) -> Tensor:
 
     Returns:
         Tensor ``(dim // 2,)``, increasing.
+
+    Raises:
+        TypeError, ValueError: as :func:`inv_freq` for ``dim`` and ``base``.
     """
     return 2 * math.pi / inv_freq(dim, base, dtype=torch.float64)
 
@@ -86,7 +94,17 @@ def angles(positions: PositionsLike, inv_freq: Tensor) -> Tensor:
         inv_freq: ``(dim // 2,)`` frequencies, float32 or float64.
 
     Returns:
-        Tensor ``(..., seq, dim // 2)`` in ``inv_freq``'s dtype and on its device.
+        Tensor ``(..., seq, dim // 2)`` in ``inv_freq``'s dtype and on its device
+        (positions are moved there, as a list is). No positions give
+        ``(0, dim // 2)``.
+
+    Raises:
+        TypeError: positions not integers (float, bool, complex) or a sparse
+            tensor; inv_freq not a dense float32/float64 tensor.
+        ValueError: a negative position (read on the positions' device);
+            positions on the meta device with a real inv_freq; inv_freq not 1-D,
+            empty, or, on the CPU, holding NaN or ±inf (zero and negative
+            frequencies are accepted: a pair that stands still or turns back).
     """
     inv_freq = check_inv_freq(inv_freq)
     pos = as_positions(positions, inv_freq.device)

@@ -32,18 +32,30 @@ STORAGE_FORMS = ("dense", "cos_sin", "angles")
 
 
 def rotation_matrix(
-    position: int | Tensor, inv_freq: Tensor, *, layout: str = "interleaved"
+    position: int | Tensor, inv_freq: Tensor, *, layout: str = "half_split"
 ) -> Tensor:
     """The dense orthogonal R_{Θ,m} with ``R @ x[m] == apply_rotary`` at position m
     (04_rotation_matrix, eq. ``rmatrix``).
 
+    With the defaults of both (half-split, as everywhere in ropelab),
+    ``rotation_matrix(m, inv_freq) @ x`` equals
+    ``apply_rotary(x, *cos_sin([m], inv_freq))`` for a vector ``x`` ``(dim,)``.
+
     Args:
         position: one integer position m (an int or a 0-d integer tensor).
         inv_freq: ``(dim // 2,)`` frequencies; R has its dtype and device.
-        layout: ``"interleaved"`` (block diagonal) or ``"half_split"``.
+        layout: ``"half_split"`` (the default: rotations at rows and columns
+            (j, j + d/2)) or ``"interleaved"`` (the block-diagonal form of eq.
+            ``rmatrix``).
 
     Returns:
         Tensor ``(dim, dim)``.
+
+    Raises:
+        TypeError: ``position`` not one integer (a float, a bool, a tensor of
+            several); inv_freq not a dense float32/float64 tensor.
+        ValueError: a negative ``position``; inv_freq as :func:`ropelab.angles`
+            refuses it; an unknown ``layout``.
     """
     inv_freq = check_inv_freq(inv_freq)
     layout = check_layout(layout)

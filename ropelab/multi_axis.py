@@ -29,7 +29,14 @@ from typing import Sequence, Union
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_base, check_dim, check_x
+from ._checks import (
+    as_positions,
+    check_base,
+    check_dim,
+    check_number,
+    check_table_dtype,
+    check_x,
+)
 from .complex import pair_products
 from .frequencies import angles, inv_freq
 from .rotary import apply_rotary, cos_sin_from_angles
@@ -540,6 +547,9 @@ def mrope_cos_sin(
         _as_position_ids_3(position_ids_3, getattr(inv_freq, "device", None)), inv_freq
     )
     a = torch.cat((a, a), dim=-1)  # (3, ..., seq, dim): three half-split tables
+    dtype = check_table_dtype(dtype)
+    attention_scaling = check_number(attention_scaling, "attention_scaling",
+                                     minimum=0.0, above=True)
     tables = []
     for t in (a.cos(), a.sin()):
         if attention_scaling != 1.0:

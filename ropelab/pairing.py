@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._checks import check_dim
+from ._checks import check_dim, check_tensor
 
 __all__ = [
     "half_split_permutation",
@@ -40,8 +40,7 @@ def half_split_permutation(dim: int) -> Tensor:
 
 
 def _check_last_even(x: Tensor, name: str) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    check_tensor(x, name)  # any dtype: a permutation moves values
     if x.ndim < 1 or x.shape[-1] == 0 or x.shape[-1] % 2:
         raise ValueError(
             f"{name}'s last axis must be even and non-empty, got shape {tuple(x.shape)}"
@@ -55,7 +54,9 @@ def to_half_split(x: Tensor) -> Tensor:
     ``(x0, x1, x2, x3, ...)`` -> ``(x0, x2, ..., x1, x3, ...)``: the first
     member of every pair goes to the first half, the second to the second.
 
-    Shapes: ``(..., dim)`` -> ``(..., dim)``.
+    Shapes: ``(..., dim)`` -> ``(..., dim)``, any dtype (a permutation moves
+    values). Raises ``TypeError`` for an x that is not a dense tensor,
+    ``ValueError`` for a last axis that is missing, odd or empty.
     """
     _check_last_even(x, "x")
     return torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)
@@ -65,7 +66,7 @@ def to_interleaved(x: Tensor) -> Tensor:
     """Inverse of :func:`to_half_split`: ``(a0..a_{h-1}, b0..b_{h-1})`` ->
     ``(a0, b0, a1, b1, ...)``.
 
-    Shapes: ``(..., dim)`` -> ``(..., dim)``.
+    Shapes: ``(..., dim)`` -> ``(..., dim)``. Raises as :func:`to_half_split`.
     """
     _check_last_even(x, "x")
     first, second = x.chunk(2, dim=-1)
@@ -73,8 +74,7 @@ def to_interleaved(x: Tensor) -> Tensor:
 
 
 def _check_weight(weight: Tensor, n_heads: int, bias: bool) -> int:
-    if not isinstance(weight, Tensor):
-        raise TypeError(f"weight must be a torch.Tensor, got {type(weight).__name__}")
+    check_tensor(weight, "weight")  # any dtype (a quantised weight too)
     if bias and weight.ndim != 1:
         raise ValueError(
             f"with bias=True, weight must be a 1-D bias (n_heads * head_dim,), "
@@ -119,7 +119,13 @@ def permute_qk_weight(weight: Tensor, n_heads: int, *, bias: bool = False) -> Te
         bias: whether ``weight`` is the projection's 1-D bias.
 
     Returns:
-        Tensor of ``weight``'s shape, dtype and device.
+        Tensor of ``weight``'s shape, dtype and device (any dtype: a quantised
+        weight too).
+
+    Raises:
+        TypeError: ``weight`` not a dense tensor; ``n_heads`` not an int.
+        ValueError: ``weight`` not 2-D (1-D with ``bias=True``); ``n_heads`` not
+            positive, or the rows not ``n_heads`` heads of even size.
     """
     head_dim = _check_weight(weight, n_heads, bias)
     rows = weight.shape[0]
@@ -139,6 +145,9 @@ def unpermute_qk_weight(weight: Tensor, n_heads: int, *, bias: bool = False) -> 
 
     Returns:
         Tensor of ``weight``'s shape, dtype and device.
+
+    Raises:
+        TypeError, ValueError: as :func:`permute_qk_weight`.
     """
     head_dim = _check_weight(weight, n_heads, bias)
     rows = weight.shape[0]

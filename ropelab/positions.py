@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_inv_freq, check_layout, check_x
+from ._checks import as_positions, check_inv_freq, check_layout, check_tensor, check_x
 from .rotary import apply_rotary, cos_sin_from_angles
 
 __all__ = ["packed_positions", "positions_from_mask", "rerotate_keys"]
@@ -44,14 +44,12 @@ def positions_from_mask(attention_mask: Tensor) -> Tensor:
         int64 tensor of the mask's shape and device.
 
     Raises:
-        TypeError: the mask is not a tensor, or is floating point (an
+        TypeError: the mask is not a dense tensor, or is floating point (an
             additive mask of 0 and -inf is not a padding mask).
         ValueError: the mask has no sequence axis or holds a value other
             than 0 and 1.
     """
-    if not isinstance(attention_mask, Tensor):
-        raise TypeError("attention_mask must be a torch.Tensor, "
-                        f"got {type(attention_mask).__name__}")
+    check_tensor(attention_mask, "attention_mask")
     if attention_mask.is_floating_point() or attention_mask.is_complex():
         raise TypeError(
             "attention_mask must have an integer or bool dtype, got "
@@ -86,7 +84,7 @@ def packed_positions(cu_seqlens: Tensor | Sequence[int]) -> Tensor:
         int64 tensor ``(cu_seqlens[-1],)`` on ``cu_seqlens``' device.
 
     Raises:
-        TypeError: not integers.
+        TypeError: not integers, or a sparse tensor.
         ValueError: not 1-D, fewer than two entries, not starting at 0, or
             not strictly increasing.
     """
@@ -138,9 +136,13 @@ def rerotate_keys(
         Tensor of ``k``'s shape, dtype and device.
 
     Raises:
-        TypeError: ``delta`` is not an integer (a float is refused, even 2.0).
-        ValueError: ``inv_freq`` does not match ``dim``, or ``delta`` does not
-            broadcast.
+        TypeError: ``delta`` is not an integer (a float is refused, even 2.0);
+            ``k`` or ``inv_freq`` as :func:`ropelab.apply_rotary_complex` refuses
+            ``x`` and ``inv_freq``.
+        ValueError: ``inv_freq`` does not match ``dim``, is not finite (checked
+            on the CPU), or ``delta`` does not broadcast or sits on the meta
+            device with a real ``inv_freq``. The tables are moved to ``k``'s
+            device.
     """
     k = check_x(k, "k")
     layout = check_layout(layout)

@@ -19,7 +19,14 @@ import torch
 from torch import Tensor
 
 from . import kernels
-from ._checks import PositionsLike, check_apply, check_float_tensor, check_layout
+from ._checks import (
+    PositionsLike,
+    check_apply,
+    check_float_tensor,
+    check_layout,
+    check_number,
+    check_table_dtype,
+)
 from .frequencies import angles
 from .kernels import kernel_status  # noqa: F401  (former home of ropelab.kernel_status)
 
@@ -42,6 +49,16 @@ def cos_sin(
 
     Shapes: positions ``(..., seq)``, inv_freq ``(dim // 2,)`` ->
     ``(cos, sin)``, each ``(..., seq, dim)`` in ``dtype``.
+
+    Raises:
+        TypeError: positions not integers; inv_freq not a dense float32/float64
+            tensor; ``dtype`` not a floating-point dtype (an integer dtype
+            would round the tables to 0); ``attention_scaling`` not a number.
+        ValueError: a negative position; inv_freq not 1-D, empty, or (on the
+            CPU) not finite; positions on the meta device with a real inv_freq
+            (others are moved to inv_freq's device); ``attention_scaling`` not
+            finite and > 0; an unknown ``layout``. No positions give empty
+            tables.
     """
     return cos_sin_from_angles(angles(positions, inv_freq), layout=check_layout(layout),
                                attention_scaling=attention_scaling, dtype=dtype)
@@ -63,8 +80,13 @@ def cos_sin_from_angles(
     that are not m·θ_j of one position (10_multi_axis).
 
     Shapes: ``(..., seq, dim // 2)`` float32/float64 -> each ``(..., seq, dim)``.
+    Raises as :func:`ropelab.cos_sin` does for ``layout``, ``attention_scaling`` and
+    ``dtype``.
     """
     layout = check_layout(layout)
+    dtype = check_table_dtype(dtype)
+    attention_scaling = check_number(attention_scaling, "attention_scaling",
+                                     minimum=0.0, above=True)
     if not isinstance(pair_angles, Tensor) or pair_angles.dtype not in (torch.float32,
                                                                          torch.float64):
         got = getattr(pair_angles, "dtype", type(pair_angles).__name__)
@@ -84,6 +106,8 @@ def _check_even(x: object) -> Tensor:
     x = check_float_tensor(x, "x")
     if x.ndim < 1 or x.shape[-1] % 2:
         raise ValueError(f"x's last axis must be even, got shape {tuple(x.shape)}")
+    if not x.shape[-1]:
+        raise ValueError(f"x's last axis must be positive, got shape {tuple(x.shape)}")
     return x
 
 
@@ -91,7 +115,9 @@ def rotate_half(x: Tensor) -> Tensor:
     """``cat(-x2, x1)`` for the halves x1, x2 of x (03_pairing, eq. ``rotatehalf``).
 
     The 90° turn (a, b) -> (-b, a) of every half-split pair (x_i, x_{i+d/2}).
-    Shapes: ``(..., dim)`` -> ``(..., dim)``.
+    Shapes: ``(..., dim)`` -> ``(..., dim)``. Raises ``TypeError`` for an x that
+    is not a dense real floating tensor, ``ValueError`` for a last axis that is
+    missing, odd or empty.
     """
     x1, x2 = _check_even(x).chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
@@ -101,7 +127,7 @@ def rotate_interleaved(x: Tensor) -> Tensor:
     """The 90° turn of every interleaved pair: (x_2i, x_2i+1) -> (-x_2i+1, x_2i).
 
     The twin of :func:`rotate_half` (03_pairing, eq. ``rotateinterleaved``).
-    Shapes: ``(..., dim)`` -> ``(..., dim)``.
+    Shapes: ``(..., dim)`` -> ``(..., dim)``. Raises as :func:`rotate_half`.
     """
     pairs = _check_even(x).unflatten(-1, (-1, 2))
     return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
@@ -179,7 +205,19 @@ def apply_rotary(
             ``x`` itself (in place): decoding loops reuse one.
 
     Returns:
-        Tensor of ``x``'s shape, dtype and device (``out`` when given).
+        Tensor of ``x``'s shape, dtype and device (``out`` when given). Empty
+        batches and sequences give empty results; NaN in ``x`` or the tables is
+        data and passes through.
+
+    Raises:
+        TypeError: x, cos, sin or out not a dense real floating tensor (x may
+            not be complex or sparse); ``rotary_dim`` not an int.
+        ValueError: x without a ``(seq, dim)`` pair of axes, or with an odd or
+            empty ``dim``; cos, sin or out on another device than x; tables
+            whose last axis is not ``rotary_dim``, that do not broadcast to x, or
+            whose shapes differ; an unknown ``layout``; ``rotary_dim`` odd or
+            outside (0, dim]; out not of x's shape and dtype, overlapping x (other
+            than in place) or the tables, broadcast, or used under autograd.
     """
     done = kernels._replay(x, cos, sin, layout, rotary_dim, out)
     if done is not None:  # a call like one already checked (a decoding loop's)

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from . import frequencies  # frequencies.inv_freq: the name inv_freq is a parameter here
-from ._checks import check_base, check_dim, check_inv_freq
+from ._checks import check_base, check_dim, check_inv_freq, check_number
 
 __all__ = [
     "scaled_inv_freq",
@@ -74,12 +74,23 @@ def _factor(params: Mapping[str, Any], rope_type: str) -> float:
     if (
         isinstance(factor, bool)
         or not isinstance(factor, (int, float))
-        or not factor >= 1.0
+        or not 1.0 <= factor < math.inf
     ):
         raise ValueError(
-            f"scaling['factor'] must be a number >= 1 for {rope_type!r}, got {factor!r}"
+            f"scaling['factor'] must be a finite number >= 1 for {rope_type!r}, got "
+            f"{factor!r}"
         )
     return float(factor)
+
+
+def _number(params: Mapping[str, Any], key: str, default: float | None = None, *,
+            minimum: float | None = None, above: bool = False) -> float | None:
+    """``params[key]`` (``default`` where absent or None) checked as a finite number
+    at least ``minimum`` (above it when ``above``)."""
+    value = params.get(key)
+    if value is None:
+        return default
+    return check_number(value, f"scaling[{key!r}]", minimum=minimum, above=above)
 
 
 def _original_len(params: Mapping[str, Any], rope_type: str) -> int:
@@ -247,16 +258,17 @@ def _yarn(dim, base, params, seq_len, dtype):
     attention by the temperature."""
     factor = _factor(params, "yarn")
     original = _original_len(params, "yarn")
-    beta_fast = params.get("beta_fast") or 32
-    beta_slow = params.get("beta_slow") or 1
+    beta_fast = _number(params, "beta_fast") or 32
+    beta_slow = _number(params, "beta_slow") or 1
     if not beta_fast > beta_slow:
         raise ValueError(
             f"yarn needs beta_fast > beta_slow, got beta_fast={beta_fast} and "
             f"beta_slow={beta_slow}"
         )
-    attention_factor = params.get("attention_factor")
+    attention_factor = _number(params, "attention_factor", minimum=0.0, above=True)
     if attention_factor is None:
-        mscale, mscale_all_dim = params.get("mscale"), params.get("mscale_all_dim")
+        mscale = _number(params, "mscale", minimum=0.0, above=True)
+        mscale_all_dim = _number(params, "mscale_all_dim", minimum=0.0, above=True)
         if mscale and mscale_all_dim:
             attention_factor = yarn_mscale(factor, mscale) / yarn_mscale(
                 factor, mscale_all_dim
@@ -293,12 +305,9 @@ def _llama3(dim, base, params, seq_len, dtype):
     """
     factor = _factor(params, "llama3")
     original = _original_len(params, "llama3")
-    low, high = params["low_freq_factor"], params["high_freq_factor"]
-    if not (
-        isinstance(low, (int, float))
-        and isinstance(high, (int, float))
-        and 0 < low <= high
-    ):
+    low = _number(params, "low_freq_factor", minimum=0.0, above=True)
+    high = _number(params, "high_freq_factor", minimum=0.0, above=True)
+    if not low <= high:
         raise ValueError(
             f"llama3 needs 0 < low_freq_factor <= high_freq_factor, got {low!r} and "
             f"{high!r}"
@@ -337,7 +346,9 @@ def _longrope(dim, base, params, seq_len, dtype):
                 f"scaling[{key!r}] must be a list of dim // 2 = {dim // 2} numbers, "
                 f"got {got}"
             )
-    attention_factor = params.get("attention_factor")
+        for j, v in enumerate(values):  # each divides a frequency: finite and > 0
+            check_number(v, f"scaling[{key!r}][{j}]", minimum=0.0, above=True)
+    attention_factor = _number(params, "attention_factor", minimum=0.0, above=True)
     if attention_factor is None:
         attention_factor = (
             1.0
@@ -423,6 +434,19 @@ def scaled_inv_freq(
         ``(inv_freq, attention_scaling)``: Tensor ``(rotary_dim // 2,)`` and the
         factor that multiplies cos and sin (YaRN's and LongRoPE's temperature; 1
         otherwise).
+
+    Raises:
+        TypeError: ``dim`` not an int, ``base`` not a number, ``scaling`` not a
+            dict or None, ``dtype`` not float32/float64, a number of the dict
+            (``attention_factor``, ``beta_fast``, ...) not a number.
+        ValueError: ``dim`` or ``base`` out of range (as :func:`ropelab.inv_freq`);
+            an unknown ``rope_type`` or a missing key; ``factor`` not finite and
+            >= 1; ``original_max_position_embeddings`` not a positive int;
+            ``attention_factor``, ``mscale``, ``low_freq_factor``,
+            ``high_freq_factor`` and each entry of ``short_factor`` /
+            ``long_factor`` not finite and > 0; ``beta_fast`` not above
+            ``beta_slow``; ``rope_theta`` disagreeing with ``base``; ``seq_len``
+            not a positive int.
     """
     dim = check_dim(dim)
     base = check_base(base)

@@ -33,7 +33,7 @@ def test_by_hand_dim4_base100_position1():
     theta = inv_freq(4, 100.0, dtype=F64)
     interleaved = torch.tensor([[c1, -s1, 0, 0], [s1, c1, 0, 0], [0, 0, c2, -s2], [0, 0, s2, c2]], dtype=F64)
     half_split = torch.tensor([[c1, 0, -s1, 0], [0, c2, 0, -s2], [s1, 0, c1, 0], [0, s2, 0, c2]], dtype=F64)
-    torch.testing.assert_close(rotation_matrix(1, theta), interleaved, rtol=0, atol=1e-15)
+    torch.testing.assert_close(rotation_matrix(1, theta, layout="interleaved"), interleaved, rtol=0, atol=1e-15)
     torch.testing.assert_close(rotation_matrix(1, theta, layout="half_split"), half_split, rtol=0, atol=1e-15)
 
 
@@ -56,6 +56,21 @@ def test_errors():
 
 dims = st.integers(1, 32).map(lambda h: 2 * h)
 pos = st.integers(0, 100_000)
+
+
+@given(dim=dims, m=pos, seed=st.integers(0, 2**31 - 1))
+def test_defaults_agree_with_apply_rotary_and_the_plain_formula(dim, m, seed):
+    # every default (half-split) at once: R @ x == apply_rotary(x, cos, sin), and both
+    # equal the plain formula written out here, x_i cos a_i - x_{i+d/2} sin a_i, ...
+    x = torch.randn(dim, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    theta = inv_freq(dim, dtype=F64)
+    cos, sin = cos_sin([m], theta, dtype=F64)
+    by_matrix = rotation_matrix(m, theta) @ x
+    torch.testing.assert_close(by_matrix, apply_rotary(x[None], cos, sin)[0], rtol=0, atol=1e-12)
+    a = m * theta
+    x1, x2 = x[: dim // 2], x[dim // 2 :]
+    plain = torch.cat((x1 * a.cos() - x2 * a.sin(), x2 * a.cos() + x1 * a.sin()))
+    torch.testing.assert_close(by_matrix, plain, rtol=0, atol=1e-12)
 
 
 @given(dim=dims, m=pos, layout=st.sampled_from(LAYOUTS))
@@ -90,7 +105,7 @@ def test_permutation_conjugates_the_layouts(dim, m):
     theta = inv_freq(dim, dtype=F64)
     p = torch.eye(dim, dtype=F64)[half_split_permutation(dim)]  # P x = to_half_split(x)
     torch.testing.assert_close(rotation_matrix(m, theta, layout="half_split"),
-                               p @ rotation_matrix(m, theta) @ p.T, rtol=0, atol=0)
+                               p @ rotation_matrix(m, theta, layout="interleaved") @ p.T, rtol=0, atol=0)
 
 
 # Costs: flops and stored floats (chapter 04) --------------------------------

@@ -114,6 +114,25 @@ def test_attention_scaling_is_applied_before_the_cast(dtype, layout):
     assert torch.equal(s, (wide.sin() * scale).to(dtype))
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_scaled_bfloat16_tables_are_the_float64_values_rounded_once(layout):
+    # Independent of torch's kernels: numpy's float64 cos and sin of m·θ (θ in float64),
+    # times YaRN's temperature in float64, rounded once to bfloat16. The tables from a
+    # float64 inv_freq must be exactly these; scaling after the cast rounds twice.
+    import numpy as np
+
+    dim, n = 64, 4096  # 262,144 entries per table
+    theta = inv_freq(dim, dtype=torch.float64)
+    a = np.outer(np.arange(n, dtype=np.float64), theta.numpy())
+    a = np.concatenate((a, a), -1) if layout == "half_split" else np.repeat(a, 2, -1)
+    scale = 1.0 + 0.1 * math.log(4.0)  # YaRN's mscale for a factor of 4
+    c, s = cos_sin(torch.arange(n), theta, layout=layout, attention_scaling=scale,
+                   dtype=torch.bfloat16)
+    for got, ref in ((c, np.cos(a) * scale), (s, np.sin(a) * scale)):
+        want = torch.from_numpy(ref).to(torch.bfloat16)
+        assert int((got != want).sum()) == 0
+
+
 # dtype, device, shape contract ------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])

@@ -182,7 +182,7 @@ def test_longrope_switches_at_the_original_length():
 @pytest.mark.parametrize("scaling, exc, text", [
     ({"rope_type": "su"}, ValueError, "unknown rope_type 'su'"),
     ({"rope_type": "linear"}, ValueError, r"'linear' needs \['factor'\]"),
-    ({"rope_type": "linear", "factor": 0.5}, ValueError, r"factor'\] must be a number >= 1 for 'linear', got 0.5"),
+    ({"rope_type": "linear", "factor": 0.5}, ValueError, r"factor'\] must be a finite number >= 1 for 'linear', got 0.5"),
     ({"rope_type": "dynamic", "factor": 2.0}, ValueError, "original_max_position_embeddings"),
     ({"rope_type": "yarn", "original_max_position_embeddings": 4096}, ValueError, "needs \\['factor'\\]"),
     ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096, "beta_fast": 1, "beta_slow": 32},

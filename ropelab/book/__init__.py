@@ -11,6 +11,10 @@ imports this package; it imports the library.
 * ``reference``: Meta's LLaMA rotary code, written out once;
 * ``cost``: chapter 09's traffic model; ``toy``, ``extrapolate``: chapter 11's
   model and experiment (``python -m ropelab.book.extrapolate``);
+* ``gguf_llama``, ``real_model``: chapter 15's real checkpoint and its runs
+  (``python -m ropelab.book.real_model``);
+* ``ch01`` ... ``ch14``: each chapter's plumbing (tables it prints, set-ups
+  its cells share), so that a teaching cell shows one idea;
 * ``data/``: the results and weights the chapters read.
 
 Nothing is imported here: ``import ropelab.book.checks`` needs no matplotlib.

@@ -34,6 +34,7 @@ __all__ = ["apply_rotary_emb", "apply_scaling", "precompute_freqs_cis",
 
 def apply_scaling(freqs: Tensor) -> Tensor:
     """Llama 3.1's frequency scaling: factor 8, bands 1 and 4, context 8192."""
+    # Values obtained from grid search
     scale_factor = 8
     low_freq_factor = 1
     high_freq_factor = 4

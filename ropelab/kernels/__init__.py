@@ -459,8 +459,8 @@ def _replay(
         return None
     try:
         call = _calls.get(_signature(x, cos, sin, layout, rotary_dim, out))
-    except (TypeError, AttributeError):  # not tensors, or symbolic sizes
-        return None
+    except (TypeError, AttributeError, RuntimeError):  # not tensors, symbolic sizes,
+        return None  # or no strides (sparse): the checks say what is wrong
     if call is None:
         return None
     if torch.is_grad_enabled() and (

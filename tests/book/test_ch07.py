@@ -93,3 +93,14 @@ def test_extrapolation_ratio_is_positive_and_ordered():
     line = ch07.extrapolation_ratio(h, 32, 10000.0, 256, 1024)
     low, high = (float(v) for v in line.split(": ")[-1].split(" to "))
     assert 0 < low <= high
+
+
+def test_yarn_logit_factor_is_transformers_attention_factor_squared():
+    from ropelab.book.solutions import ch07 as solutions
+
+    assert solutions.yarn_logit_factor(1.0) == 1.0
+    for factor in (2.0, 16.0):
+        yarn = {"rope_type": "yarn", "factor": factor,
+                "original_max_position_embeddings": 1024}
+        _, mu = ch07.hf_rope(yarn, 64, 10000.0, 1024)
+        assert solutions.yarn_logit_factor(factor) == pytest.approx(mu**2, rel=1e-12)

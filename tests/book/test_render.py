@@ -24,6 +24,7 @@ Without Chromium the tests are skipped, unless ``ROPELAB_REQUIRE_BROWSER=1``
 from __future__ import annotations
 
 import functools
+import html
 import html.parser
 import http.server
 import os
@@ -410,6 +411,14 @@ def test_search_finds_results(server, browser_context):
         page.wait_for_selector("#search-results ul.search li", timeout=20_000)
         hits = page.evaluate(LINKS_IN, "#search-results ul.search")
         assert any("01_frequencies" in h for h in hits), hits
+        # the snippets under the results read as text, not TeX source
+        page.wait_for_selector("#search-results p.context", timeout=20_000)
+        page.wait_for_timeout(500)
+        snippets = page.evaluate(
+            "[...document.querySelectorAll('#search-results p.context')].map(p => p.textContent)"
+        )
+        tex = [s[:80] for s in snippets if re.search(r"\\[A-Za-z()\[\]]|\$\$", s)]
+        assert not tex, f"raw TeX in search snippets: {tex}"
     finally:
         page.close()
 
@@ -470,6 +479,7 @@ def _phone(browser_context, server, page_path):
             _PHONE[page_path] = {
                 "layout": page.evaluate(PHONE_LAYOUT),
                 "images": page.evaluate(IMAGES),
+                "reading": page.evaluate(READING),
             }
         finally:
             page.close()
@@ -602,3 +612,264 @@ def test_download_button_offers_the_pdf():
         pytest.fail("no built book", pytrace=False)
     assert 'href="../the-rope-book.pdf"' in page.read_text(encoding="utf-8")
     assert (HTML / "the-rope-book.pdf").is_file(), "no PDF in the HTML build (make pdf)"
+
+
+# --- numbering per chapter ---------------------------------------------------
+
+NUMBERS = re.compile(
+    r'caption-number">(?:Fig\.|Table|Listing) ([^ <]+)|class="eqno">\(([^)<]+)\)'
+    r'|caption-number">Exercise ([^ <]+)|href="#equation-[^"]+">\(([^)<]+)\)'
+)
+
+
+@pytest.mark.parametrize("page_path", CHAPTER_PAGES or ["<no build>"])
+def test_numbers_are_per_chapter(page_path):
+    """Chapter 3's figures, equations and exercises read Fig. 3.2, (3.4), Exercise 3.1.
+
+    Each kind counts 1, 2, ... within the chapter, and the chapter's title
+    starts with its number.
+    """
+    if not CHAPTER_PAGES:
+        pytest.fail("no built book", pytrace=False)
+    chapter = str(int(Path(page_path).stem[:2]))
+    text = (HTML / page_path).read_text(encoding="utf-8")
+    found = [next(g for g in m.groups() if g) for m in NUMBERS.finditer(text)]
+    wrong = sorted({n for n in found if n.split(".")[0] != chapter})
+    assert not wrong, f"{page_path}: numbers outside chapter {chapter}: {wrong}"
+    for kind in (r'caption-number">Fig\. ', r'class="eqno">\(', r'caption-number">Exercise '):
+        seen = [int(n) for n in re.findall(kind + re.escape(chapter) + r"\.(\d+)", text)]
+        assert sorted(set(seen)) == list(range(1, len(set(seen)) + 1)), (page_path, kind, seen)
+    title = re.search(r"<title>([^<]*)", text).group(1)
+    assert title.startswith(f"{chapter}. "), f"{page_path}: title {title!r} lacks its number"
+
+
+# --- the PDF reads like a book --------------------------------------------------
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _page_starts_with(page: str, title: str) -> bool:
+    return _squash(page).startswith(_squash(title))
+
+
+def _built_titles() -> dict[str, str]:
+    """Each chapter and appendix page's title as built (its <title>), by page stem."""
+    titles = {}
+    for path in READABLE_PAGES:
+        text = (HTML / path).read_text(encoding="utf-8")
+        title = re.search(r"<title>(.*?) &#8212;", text, re.S)
+        if title and Path(path).stem != "intro":
+            titles[Path(path).stem] = html.unescape(title.group(1)).strip()
+    return titles
+
+
+def test_pdf_front_matter(pdf_pages):
+    """A title page (title, author, date), then a contents list whose page numbers are right.
+
+    Each chapter and appendix page starts a new page, and it is the page its
+    contents entry names.
+    """
+    first = _squash(pdf_pages[0])
+    for part in ("The RoPE Book", "the ropelab authors"):
+        assert part in first, f"title page lacks {part!r}: {first[:200]!r}"
+    assert re.search(r"(January|February|March|April|May|June|July|August|September|"
+                     r"October|November|December) \d{1,2}, 20\d\d", first), first[:200]
+    contents = pdf_pages[1]
+    assert contents.lstrip().startswith("Contents"), contents[:200]
+    lines = _squash(contents)
+    titles = _built_titles()
+    assert len(titles) >= len(CHAPTER_PAGES) + 3
+    for stem, title in titles.items():
+        entry = re.search(re.escape(_squash(title)) + r" (\d+)\b", lines)
+        assert entry, f"the contents lack {title!r} with a page number"
+        number = int(entry.group(1))
+        assert _page_starts_with(pdf_pages[number - 1], title), (
+            f"{title!r}: the contents say page {number}, which starts "
+            f"{_squash(pdf_pages[number - 1])[:80]!r}"
+        )
+
+
+def test_pdf_bookmarks():
+    """The PDF's bookmarks list every chapter, each pointing at the page it starts on."""
+    pypdf = pytest.importorskip("pypdf")
+    if not PDF.is_file():
+        pytest.fail(f"no {PDF.relative_to(ROOT)}: run `make pdf`", pytrace=False)
+    reader = pypdf.PdfReader(PDF)
+    marks = {
+        _squash(item.title): reader.get_destination_page_number(item) + 1
+        for item in reader.outline
+        if not isinstance(item, list)
+    }
+    titles = _built_titles()
+    missing = [t for t in titles.values() if _squash(t) not in marks]
+    assert not missing, f"no bookmark for {missing}; bookmarks: {list(marks)}"
+    for title in titles.values():
+        text = subprocess.run(
+            ["pdftotext", "-enc", "UTF-8", "-f", str(marks[_squash(title)]),
+             "-l", str(marks[_squash(title)]), str(PDF), "-"],
+            capture_output=True, text=True,
+        ).stdout if shutil.which("pdftotext") else title
+        assert _page_starts_with(text, title), f"bookmark {title!r} points elsewhere"
+
+
+def test_pdf_has_no_toggle_labels_and_solutions_at_the_end(pdf_pages):
+    """Folded cells print open without their labels; solutions sit in the appendix.
+
+    Every exercise of the web book is in the PDF, and every solution is after
+    the "Solutions to the exercises" page, none beside its exercise.
+    """
+    text = "\n".join(pdf_pages)
+    for label in ("Show code cell", "Hide code cell", "Show code cell source"):
+        assert label not in text, f"{label!r} is printed"
+    starts = [i for i, p in enumerate(pdf_pages) if _page_starts_with(p, "Solutions to the exercises")]
+    assert len(starts) == 1, "no page starts the solutions appendix"
+    before = "\n".join(pdf_pages[: starts[0]])
+    after = _squash("\n".join(pdf_pages[starts[0]:]))
+    assert "Solution to" not in before, "a solution is printed beside its exercise"
+    web = set()
+    for path in CHAPTER_PAGES:
+        page = (HTML / path).read_text(encoding="utf-8")
+        web |= set(re.findall(r"Solution to<a [^>]*> (Exercise [\w.]+)</a>", page))
+    assert web, "no solutions found in the web book"
+    missing = sorted(e for e in web if f"Solution to {e}" not in after)
+    assert not missing, f"solutions missing from the appendix: {missing}"
+
+
+def test_pdf_holds_every_equation_figure_and_chinese_term(pdf_pages):
+    """Every numbered equation and figure caption of the web book, and every CJK term."""
+    text = _squash("\n".join(pdf_pages))
+    missing = []
+    for path in READABLE_PAGES:
+        page = (HTML / path).read_text(encoding="utf-8")
+        for eq in re.findall(r'class="eqno">(\([^)<]+\))', page):
+            if eq not in text:
+                missing.append(f"{Path(path).stem}: equation {eq}")
+        for fig in re.findall(r'caption-number">(Fig\. [\w.]+) ', page):
+            if fig not in text:
+                missing.append(f"{Path(path).stem}: {fig}")
+    glossary = (HTML / "book" / "glossary.html").read_text(encoding="utf-8")
+    article = glossary[glossary.find("<article"):glossary.find("</article>")]
+    cjk = set(re.findall(r"[\u4e00-\u9fff]+", re.sub(r"<[^>]+>", " ", article)))
+    assert cjk, "the glossary holds no Chinese terms"
+    joined = re.sub(r"\s+", "", text)  # a term may wrap across lines
+    missing += [f"Chinese term {t}" for t in sorted(cjk) if t not in joined]
+    assert not missing, "not in the PDF:\n  " + "\n  ".join(missing)
+
+
+# --- tables, scroll cues and figures at both widths ------------------------------
+
+READING = """() => {
+  const out = {broken: [], uncued: [], scrolling: 0};
+  for (const cell of document.querySelectorAll('article td, article th')) {
+    if (!cell.getClientRects().length) continue;
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    let node;
+    while ((node = walker.nextNode())) {
+      if (node.parentElement.closest('mjx-container')) continue;
+      // a word: letters and digits; a line may break at anything else
+      // (a space, a hyphen, code's punctuation)
+      const words = /[\\p{L}\\p{N}]{2,}/gu;
+      let m;
+      while ((m = words.exec(node.nodeValue))) {
+        const r = document.createRange();
+        r.setStart(node, m.index);
+        r.setEnd(node, m.index + m[0].length);
+        const lines = new Set([...r.getClientRects()].filter(x => x.width > 0)
+                                .map(x => Math.round(x.bottom)));
+        if (lines.size > 1) out.broken.push(m[0]);
+      }
+    }
+  }
+  const boxes = document.querySelectorAll(
+      'article mjx-container[display="true"], article table');
+  for (const box of boxes) {
+    if (!box.getClientRects().length || box.closest('details:not([open])')) continue;
+    if (box.scrollWidth <= box.clientWidth + 1) continue;
+    out.scrolling += 1;
+    const cue = box.nextElementSibling;
+    if (!(cue && cue.classList.contains('ropelab-scroll-cue') && cue.getClientRects().length))
+      out.uncued.push(box.tagName + ' ' + box.textContent.trim().slice(0, 60));
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+@pytest.mark.parametrize(
+    "page_path", [pytest.param(p, id=Path(p).stem) for p in READABLE_PAGES] or ["<no build>"]
+)
+def test_tables_keep_words_whole_and_wide_boxes_show_a_cue(page_path, width, server, browser_context):
+    """No word in a table cell is broken across lines ("Fami ly", "float1 6"), and a
+    display equation or table that scrolls sideways shows a cue under it."""
+    if not PAGES:
+        pytest.fail("no built book", pytrace=False)
+    if width == WIDTHS["phone"]:
+        m = _phone(browser_context, server, page_path)["reading"]
+    else:
+        page = _open(browser_context, server, page_path, width)
+        try:
+            m = page.evaluate(READING)
+        finally:
+            page.close()
+    problems = [f"word broken in a table cell: {w!r}" for w in dict.fromkeys(m["broken"])]
+    problems += [f"scrolls sideways without a cue: {n}" for n in m["uncued"]]
+    assert not problems, f"{page_path} at {width} px:\n  " + "\n  ".join(problems)
+
+
+def test_porting_table_fits_at_desktop_and_stacks_on_a_phone(server, browser_context):
+    """The conventions page's porting tables need no sideways scroll at 1400 px, and on a
+    phone each row is a card whose cells carry their column's name."""
+    if not PAGES:
+        pytest.fail("no built book", pytrace=False)
+    measure = """() => [...document.querySelectorAll('article table')].map(t => ({
+        columns: t.querySelectorAll('thead th').length,
+        scrolls: t.scrollWidth > t.clientWidth + 1,
+        labelled: [...t.querySelectorAll('tbody td')].every(td => td.dataset.label),
+        rowDisplay: getComputedStyle(t.querySelector('tbody tr')).display}))"""
+    for width in WIDTHS.values():
+        page = _open(browser_context, server, "book/conventions.html", width)
+        try:
+            tables = [t for t in page.evaluate(measure) if t["columns"] >= 5]
+        finally:
+            page.close()
+        assert tables, "no porting table on the conventions page"
+        for t in tables:
+            if width == WIDTHS["desktop"]:
+                assert not t["scrolls"], f"a {t['columns']}-column porting table scrolls at {width} px"
+            else:
+                assert t["labelled"] and t["rowDisplay"] == "block", t
+
+
+def test_a_figure_opens_full_size_with_a_tap(server, browser_context):
+    """On a phone a tap on a figure shows it at its own pixel width over the page; a tap closes it."""
+    if not CHAPTER_PAGES:
+        pytest.fail("no built book", pytrace=False)
+    page = _open(browser_context, server, CHAPTER_PAGES[0], WIDTHS["phone"])
+    try:
+        img = page.locator("article figure img, article div.cell_output img").first
+        img.scroll_into_view_if_needed()
+        shown = img.evaluate("i => i.getBoundingClientRect().width")
+        natural = img.evaluate("i => i.naturalWidth")
+        img.click()
+        box = page.locator(".ropelab-lightbox")
+        assert box.count() == 1 and box.is_visible(), "a tap on the figure opened nothing"
+        big = box.locator("img").evaluate("i => i.getBoundingClientRect().width")
+        assert big >= min(natural, 3 * shown) - 1, (shown, natural, big)
+        box.click()
+        assert page.locator(".ropelab-lightbox").count() == 0, "a second tap did not close it"
+    finally:
+        page.close()
+
+
+def test_no_raw_tex_in_references_and_a_favicon():
+    """A bibliography shows no TeX command (\\texttt), and every page names the book's icon."""
+    if not PAGES:
+        pytest.fail("no built book", pytrace=False)
+    for path in READABLE_PAGES:
+        text = (HTML / path).read_text(encoding="utf-8")
+        bib = text[text.find('class="bibliography'):] if 'class="bibliography' in text else ""
+        assert "\\texttt" not in bib and "\\emph" not in bib, f"{path}: raw TeX in its references"
+        icon = re.search(r'<link rel="icon" href="([^"]+)"', text)
+        assert icon and (HTML / Path(path).parent / icon.group(1)).is_file(), f"{path}: no icon"

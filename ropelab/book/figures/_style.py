@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
 __all__ = [
     "BOOK_STYLE",
@@ -22,6 +26,7 @@ __all__ = [
     "PAD",
     "finish",
     "new_figure",
+    "overlaps",
     "rendered_font_sizes",
     "wrap_title",
 ]
@@ -199,3 +204,128 @@ def rendered_font_sizes(
         for t in fig.findobj(Text)
         if t.get_visible() and t.get_text().strip() and t.get_figure(root=True) is fig
     ]
+
+
+def _all_axes(fig: Figure) -> list:
+    """The figure's axes and their insets (child axes), depth first."""
+    out = []
+
+    def walk(ax) -> None:
+        out.append(ax)
+        for child in ax.child_axes:
+            walk(child)
+
+    for ax in fig.axes:
+        walk(ax)
+    return out
+
+
+def _text_boxes(fig: Figure, renderer) -> list[tuple[str, object, str, Bbox]]:
+    """(kind, owner, name, box in display pixels) of each visible text and legend."""
+    boxes, seen = [], set()
+
+    def add(kind: str, owner: object, artist) -> None:
+        if artist is None or not artist.get_visible() or id(artist) in seen:
+            return
+        seen.add(id(artist))
+        name = artist.get_text() if isinstance(artist, Text) else "legend"
+        if isinstance(artist, Text) and not name.strip():
+            return
+        box = artist.get_window_extent(renderer)
+        if box.width > 0 and box.height > 0:
+            boxes.append((kind, owner, f"{kind} {name.strip()[:40]!r}", box))
+
+    add("title", fig, fig._suptitle)
+    for text in fig.texts:
+        add("text", fig, text)
+    for legend in fig.legends:
+        add("legend", fig, legend)
+    for ax in _all_axes(fig):
+        if not ax.get_visible():
+            continue
+        for title in (ax.title, ax._left_title, ax._right_title):
+            add("title", ax, title)
+        for axis, key in ((ax.xaxis, "x"), (ax.yaxis, "y")):
+            if not (ax.axison and axis.get_visible()):
+                continue  # an axes drawn without its axes (a diagram)
+            add("label", ax, axis.label)
+            for tick in axis._update_ticks():  # the ticks drawn: inside the view
+                for label in (tick.label1, tick.label2):
+                    add("tick", (ax, key), label)
+        for text in ax.texts:
+            add("text", ax, text)
+        add("legend", ax, ax.get_legend())
+    return boxes
+
+
+def _data_points(ax) -> list[tuple[str, np.ndarray]]:
+    """The plotted data of ``ax`` as display points: lines (densified), markers, bars."""
+    out = []
+    for line in ax.lines:
+        if line.get_transform() is not ax.transData:
+            continue  # a reference line across the axes (axhline, axvline)
+        if not line.get_visible() or len(line.get_xydata()) == 0:
+            continue
+        xy = line.get_transform().transform(np.asarray(line.get_xydata(), float))
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if line.get_linestyle() not in ("None", "", " ") and 1 < len(xy) < 400:
+            t = np.linspace(0.0, 1.0, 12)[:, None, None]
+            xy = (xy[:-1] + t * (xy[1:] - xy[:-1])).reshape(-1, 2)
+        out.append((f"line {line.get_label()!r}", xy))
+    for coll in ax.collections:
+        if isinstance(coll, PathCollection) and coll.get_visible():
+            offsets = coll.get_offset_transform().transform(coll.get_offsets())
+            out.append((f"markers {coll.get_label()!r}", np.asarray(offsets)))
+    for patch in ax.patches:
+        if isinstance(patch, Rectangle) and patch.get_visible() and patch.get_height() != 0:
+            box = patch.get_window_extent()
+            if box.height >= 0.98 * ax.bbox.height or box.width >= 0.98 * ax.bbox.width:
+                continue  # a shaded band across the axes (axvspan), not data
+            xs, ys = np.linspace(box.x0, box.x1, 6), np.linspace(box.y0, box.y1, 6)
+            grid = np.stack(np.meshgrid(xs, ys), axis=-1).reshape(-1, 2)
+            out.append((f"bar {patch.get_label()!r}", grid))
+    return out
+
+
+def overlaps(fig: Figure, *, tolerance_px: float = 2.0) -> list[str]:
+    """What collides in ``fig`` as drawn: text on text, and a legend on its data.
+
+    Compares the rendered bounding boxes (display pixels at ``fig.dpi``) of
+    the suptitle, axes titles, axis labels (colour bars' too), tick labels,
+    texts and annotations, and legends (each legend as one box). Two boxes
+    collide when they share more than ``tolerance_px`` in both directions;
+    the tick labels of one axes are not compared with each other. A legend
+    inside an axes covers data when a point of a plotted line (its segments
+    sampled), a marker or a bar of that axes lies inside the legend's box;
+    reference lines and shaded bands across the whole axes do not count.
+
+    Returns:
+        One line per collision, e.g. ``"title 'Decay' overlaps label 'score'"``;
+        empty when nothing collides.
+    """
+    fig.draw_without_rendering()  # lays it out in the book's style, as saving does
+    renderer = fig._get_renderer()  # an Agg renderer also for a figure outside pyplot
+    boxes = _text_boxes(fig, renderer)
+    found = []
+    for i, (kind_a, owner_a, name_a, a) in enumerate(boxes):
+        for kind_b, owner_b, name_b, b in boxes[i + 1 :]:
+            if kind_a == kind_b == "tick" and owner_a[0] is owner_b[0]:
+                continue  # one axes' tick labels (x and y meet at a corner)
+            wide = min(a.x1, b.x1) - max(a.x0, b.x0)
+            high = min(a.y1, b.y1) - max(a.y0, b.y0)
+            if wide > tolerance_px and high > tolerance_px:
+                found.append(f"{name_a} overlaps {name_b}")
+    for ax in _all_axes(fig):
+        legend = ax.get_legend()
+        if legend is None or not legend.get_visible():
+            continue
+        box = legend.get_window_extent(renderer).padded(-tolerance_px)
+        for name, points in _data_points(ax):
+            inside = (
+                (points[:, 0] > box.x0) & (points[:, 0] < box.x1)
+                & (points[:, 1] > box.y0) & (points[:, 1] < box.y1)
+            )
+            if inside.any():
+                title = ax.get_title() or ax.get_ylabel()
+                found.append(f"legend of {title!r} covers {name}")
+    return found

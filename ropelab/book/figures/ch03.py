@@ -101,12 +101,8 @@ def pairing_diagram(dim: int = 8) -> Figure:
         mpatches.Patch(color=colours[i], alpha=0.85, label=f"pair {i} (θ$_{{{i}}}$)")
         for i in range(half)
     ]
-    ax.legend(
-        handles=handles,
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.2),
-        ncol=min(half, 4),
-        frameon=False,
+    fig.legend(  # below the axis label, in room the layout reserves for it
+        handles=handles, loc="outside lower center", ncol=min(half, 4), frameon=False
     )
     return finish(
         fig,

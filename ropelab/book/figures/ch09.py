@@ -61,7 +61,8 @@ def cost_bars(methods, *, dim: int = 128, dtype: str = "float32") -> Figure:
     ax.set_xlabel("method")
     ax.set_ylabel("bytes per token-head / 2ds")
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(loc="upper right")
+    # below the axes: inside, the legend would cover the last method's bars
+    fig.legend(loc="outside lower center", ncol=4)
     return finish(fig, f"Bytes moved and allocated per token-head, d = {dim}, {dtype}")
 
 

@@ -71,17 +71,13 @@ def patch_score_maps(
             ms=8,
             mew=2,
             linestyle="none",
-            label="query patch",
+            label="query patch",  # named in the caption: a legend would sit on data
         )
-        fig.colorbar(
-            image, ax=ax, shrink=0.8, label="score ⟨R_p q, R_p' k⟩ (dimensionless)"
-        )
+        fig.colorbar(image, ax=ax, shrink=0.8, label="score ⟨R_p q, R_p' k⟩")
         ax.set_xlabel("key column x' (patches)")
         ax.set_ylabel("key row y' (patches)")
         ax.set_title(name, fontsize="medium")
-        ax.legend(loc="upper right", fontsize="small")
     return finish(
         fig,
-        f"Scores of one query patch against a {rows} × {cols} grid of keys "
-        f"(d = {q.shape[-1]})",
+        f"One query patch, {rows} × {cols} key patches (d = {q.shape[-1]})",
     )

@@ -65,22 +65,29 @@ def rerotation_drift(shifts, errors: dict) -> Figure:
     Args:
         shifts: the numbers of moves at which the error was measured (x axis).
         errors: line label -> max |error| at each entry of ``shifts`` (e.g.
-            re-rotated step by step, re-encoded from the raw key).
+            re-rotated step by step, re-encoded from the raw key). A label that
+            contains "bfloat16" is drawn dashed, so one colour per way of moving
+            and one line style per dtype.
     """
     x = [int(s) for s in shifts]
-    fig, ax = new_figure(width=6.4, height=4.2)
+    fig, ax = new_figure(width=6.4, height=4.6)
     markers = "osd^v"
-    for i, (name, err) in enumerate(errors.items()):
+    ways: dict[str, int] = {}
+    for name, err in errors.items():
         y = [float(e) for e in err]
         if len(y) != len(x):
             raise ValueError(
                 f"errors[{name!r}] has {len(y)} values for {len(x)} shifts"
             )
+        way = name.split(", ")[-1]
+        i = ways.setdefault(way, len(ways))
         ax.plot(
             x,
             [max(v, 1e-12) for v in y],
             marker=markers[i % len(markers)],
             ms=4,
+            color=f"C{i}",
+            linestyle="--" if "bfloat16" in name else "-",
             label=name,
         )
     ax.set_xscale("log")
@@ -88,8 +95,8 @@ def rerotation_drift(shifts, errors: dict) -> Figure:
     ax.set_xlabel("number of one-token shifts applied to the cache")
     ax.set_ylabel("max |key − exact key| (key entries ~ 1)")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize="small")
-    return finish(fig, "float32 keys: shifted step by step vs encoded once")
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+    return finish(fig, "Keys shifted step by step vs once")
 
 
 def dynamic_ntk_scores(key_positions, scores: dict, *, original_max: int) -> Figure:

@@ -1,10 +1,13 @@
-"""Reference solutions to chapter 07 (context extension): the exercise ``ext-ex1``."""
+"""Reference solutions to chapter 07 (context extension): the exercises ``ext-ex1``
+and ``ext-ex3``."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-__all__ = ["pi_inv_freq", "ntk_base"]
+__all__ = ["pi_inv_freq", "ntk_base", "yarn_logit_factor"]
 
 
 def pi_inv_freq(d: int, base: float, s: float) -> torch.Tensor:
@@ -15,3 +18,9 @@ def pi_inv_freq(d: int, base: float, s: float) -> torch.Tensor:
 def ntk_base(base: float, s: float, d: int) -> float:
     """The NTK-aware base b·s^(d/(d-2)) (eq. ``ext-ntk``)."""
     return base * s ** (d / (d - 2))
+
+
+def yarn_logit_factor(s: float) -> float:
+    """The factor μ² = (0.1·ln s + 1)² by which YaRN multiplies the attention logits
+    for a scale factor ``s > 1`` (eq. ``ext-yarn-temp``, exercise ``ext-ex3``)."""
+    return (0.1 * math.log(s) + 1) ** 2

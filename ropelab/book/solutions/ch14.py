@@ -29,28 +29,25 @@ def grad_x(grad: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
 
 
 @triton.jit
-def _rows_kernel(X, COS, SIN, OUT, d, BLOCK_D: tl.constexpr):
-    """One program per row of a contiguous (rows, d) tensor: half-split rotation."""
-    row = tl.program_id(0).to(tl.int64) * d
-    k = tl.arange(0, BLOCK_D)
-    half = d // 2
-    partner = tl.where(k < half, k + half, k - half)
-    sign = tl.where(k < half, -1.0, 1.0)
-    mask = k < d
-    x = tl.load(X + row + k, mask=mask, other=0.0)
-    xp = tl.load(X + row + partner, mask=mask, other=0.0)
-    c = tl.load(COS + row + k, mask=mask, other=0.0)
-    s = tl.load(SIN + row + k, mask=mask, other=0.0)
-    tl.store(OUT + row + k, x * c + xp * (sign * s), mask=mask)
+def _rows_kernel(X, COS, SIN, OUT, d, BLOCK_H: tl.constexpr):
+    """One program per row of a contiguous (rows, d) tensor, half-split (tri-pair)."""
+    first = tl.program_id(0).to(tl.int64) * d + tl.arange(0, BLOCK_H)  # entries a
+    second = first + d // 2  # entries b
+    mask = tl.arange(0, BLOCK_H) < d // 2
+    a = tl.load(X + first, mask=mask, other=0.0)
+    b = tl.load(X + second, mask=mask, other=0.0)
+    ca, cb = tl.load(COS + first, mask=mask), tl.load(COS + second, mask=mask)
+    sa, sb = tl.load(SIN + first, mask=mask), tl.load(SIN + second, mask=mask)
+    tl.store(OUT + first, a * ca - b * sa, mask=mask)  # eq. (tri-pair)
+    tl.store(OUT + second, b * cb + a * sb, mask=mask)
 
 
 def rotate_rows(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Exercise tri-ex-kernel: a first RoPE kernel, half-split, one program per row.
 
-    Shapes: x, cos, sin contiguous ``(rows, d)`` float32; returns ``(rows, d)``.
+    Shapes: x, cos, sin contiguous ``(rows, d)`` float32, d even; returns ``(rows, d)``.
     """
     out = torch.empty_like(x)
-    d = x.shape[-1]
-    block = triton.next_power_of_2(d)
-    _rows_kernel[(x.shape[0],)](x, cos, sin, out, d, BLOCK_D=block)
+    block = triton.next_power_of_2(max(1, x.shape[-1] // 2))
+    _rows_kernel[(x.shape[0],)](x, cos, sin, out, x.shape[-1], BLOCK_H=block)
     return out
