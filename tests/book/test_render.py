@@ -691,8 +691,9 @@ def test_pdf_front_matter(pdf_pages):
         )
 
 
-def test_pdf_bookmarks():
-    """The PDF's bookmarks list every chapter, each pointing at the page it starts on."""
+def test_pdf_bookmarks(pdf_pages):
+    """The PDF's bookmarks list every chapter, each pointing at the page it starts on,
+    with the chapter's sections nested under it, each pointing at its heading's page."""
     pypdf = pytest.importorskip("pypdf")
     if not PDF.is_file():
         pytest.fail(f"no {PDF.relative_to(ROOT)}: run `make pdf`", pytrace=False)
@@ -712,6 +713,23 @@ def test_pdf_bookmarks():
             capture_output=True, text=True,
         ).stdout if shutil.which("pdftotext") else title
         assert _page_starts_with(text, title), f"bookmark {title!r} points elsewhere"
+    # the sections: a list after their chapter's bookmark
+    chapters, wrong = 0, []
+    for item, children in zip(reader.outline, reader.outline[1:]):
+        if isinstance(item, list) or not isinstance(children, list):
+            continue
+        chapters += 1
+        for child in children:
+            if isinstance(child, list):
+                continue
+            page = _squash(pdf_pages[reader.get_destination_page_number(child)])
+            # words, not math (printed apart), nor the whole of a heading that wraps
+            words = [w.rstrip(",.:;?") for w in child.title.split()
+                     if re.fullmatch(r"[A-Za-z]{2,}[,.:;?]?", w)][:4]
+            if not words or not all(w in page for w in words):
+                wrong.append(f"{_squash(item.title)} > {_squash(child.title)}")
+    assert chapters >= len(CHAPTER_PAGES), f"only {chapters} bookmarks have sections under them"
+    assert not wrong, "section bookmarks not on their heading's page:\n  " + "\n  ".join(wrong)
 
 
 def test_pdf_has_no_toggle_labels_and_solutions_at_the_end(pdf_pages):
