@@ -23,6 +23,7 @@ Without Chromium the tests are skipped, unless ``ROPELAB_REQUIRE_BROWSER=1``
 
 from __future__ import annotations
 
+import ast
 import functools
 import html
 import html.parser
@@ -789,7 +790,8 @@ def _print_margins() -> dict[str, float]:
     text = (ROOT / "tools" / "pdf.py").read_text(encoding="utf-8")
     found = re.search(r"^MARGIN = (\{.*\})$", text, re.M)
     assert found, "tools/pdf.py no longer sets MARGIN"
-    return {side: float(v.removesuffix("mm")) * MM for side, v in eval(found.group(1)).items()}
+    return {side: float(v.removesuffix("mm")) * MM
+            for side, v in ast.literal_eval(found.group(1)).items()}
 
 
 @functools.lru_cache(maxsize=None)
