@@ -8,12 +8,21 @@ NTK-aware, dynamic NTK, YaRN, Llama 3), each without fine-tuning and after
 trains the same model at other bases, scored as trained without scaling (the
 base-choice comparison). It also scores the main model, untouched, under
 chapter 13's methods that remap positions instead of frequencies (ReRoPE,
-leaky ReRoPE, SelfExtend, dual chunk attention; :func:`remaps`). It
-prints one table and writes::
+leaky ReRoPE, SelfExtend, dual chunk attention; :func:`remaps`). For a fair
+comparison it adds static NTK-aware scaling at the scales dynamic NTK applies
+(``--ntk-scales``, :func:`effective_scale`), and the ablations of the chapter
+(``--ablations``: slow or fast pairs only, one layer only, YaRN without its
+temperature, accuracy by distance, a fine-tune at the base ``--beta``).
+``--seeds N`` runs N seeds one after another; ``--merge`` combines the files
+of separate runs. It prints one table and writes::
 
-    {"train_length": 64, "config": {...}, "settings": {...},
+    {"train_length": 64, "config": {...}, "settings": {..., "seeds": [0, ...]},
+     "runs": [{"seed": 0, "weights": "trained", "cpu_kernels": "AVX2",
+               "torch": "2.13.0", "command": "python -m ..."}, ...],
      "results": [{"method": "none", "base": 100.0, "finetune_steps": 0,
-                  "length": 256, "accuracy": 0.24, "loss": 6.2}, ...]}
+                  "length": 256, "accuracy": 0.24, "loss": 6.2, "seed": 0}, ...],
+     "by_distance": [{"method": "none", "length": 256, "lo": 1, "hi": 32,
+                      "right": 10, "count": 37, "seed": 0, ...}, ...]}
 
 Everything runs on the CPU in float32 with deterministic algorithms and a
 fixed thread count, so the same options give the same file bit for bit on
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import os
 import sys
@@ -40,7 +50,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from ropelab.scaling import ntk_scaled_base
+from ropelab.frequencies import full_turn_pairs, inv_freq
+from ropelab.scaling import ntk_scaled_base, scaled_inv_freq
 from ropelab.variants import (
     RemapPass,
     dual_chunk_passes,
@@ -48,11 +59,25 @@ from ropelab.variants import (
     self_extend_passes,
 )
 
-from .toy import ToyConfig, ToyDecoder, deterministic, evaluate, train
+from .toy import (
+    ToyConfig,
+    ToyDecoder,
+    deterministic,
+    evaluate,
+    evaluate_by_distance,
+    train,
+)
 
 __all__ = [
     "Method",
     "methods",
+    "effective_scale",
+    "ntk_at",
+    "ablations",
+    "wilson",
+    "summary",
+    "spread_table",
+    "merge",
     "Remap",
     "remaps",
     "Settings",
@@ -76,16 +101,101 @@ OTHER_BASES = (
     1e6,
 )  # the base-choice comparison, scored as trained (see the chapter)
 METHODS = ("none", "pi", "ntk", "dynamic", "yarn", "llama3")
+NTK_SCALES = (8.0, 13.0, 29.0)  # dynamic NTK's scale at 2.5L.., 4L, 8L for factor 4
+ABLATIONS = ("pairs", "layers", "yarn_t1", "distance", "beta")
+BETA = 2500.0  # the fine-tuning base Liu et al.'s bound gives for 8L (exercise 2)
 REMAPS = ("rerope", "leaky_rerope", "self_extend", "dual_chunk")
 
 
 @dataclass(frozen=True)
 class Method:
-    """A context extension: a rope dict for ``scaled_inv_freq`` and a base."""
+    """A context extension: a rope dict for ``scaled_inv_freq`` and a base.
+
+    The ablations set ``inv_freq`` (frequencies ``(head_dim // 2,)`` used as
+    they are, in place of ``scaling``) or ``layers`` (the 0-based layers that
+    get the method; the others keep the trained frequencies).
+    """
 
     name: str
     scaling: Mapping[str, Any] | None
     base: float
+    inv_freq: tuple[float, ...] | None = None
+    layers: tuple[int, ...] | None = None
+
+    def forward_kwargs(self) -> dict[str, Any]:
+        """The keywords of :func:`ropelab.book.toy.evaluate` for this method."""
+        theta = None if self.inv_freq is None else torch.tensor(self.inv_freq)
+        return dict(
+            scaling=self.scaling, base=self.base, inv_freq=theta, layers=self.layers
+        )
+
+    def theta(self, head_dim: int, length: int) -> torch.Tensor:
+        """θ'_j ``(head_dim // 2,)`` float64 at sequence length ``length``."""
+        if self.inv_freq is not None:
+            return torch.tensor(self.inv_freq, dtype=torch.float64)
+        return scaled_inv_freq(
+            head_dim, self.base, self.scaling, seq_len=length, dtype=torch.float64
+        )[0]
+
+
+def effective_scale(method: Method, base: float, head_dim: int, length: int) -> float:
+    """How much slower the method turns the slowest pair at ``length``.
+
+    The ratio θ_{d/2-1} / θ'_{d/2-1} of the plain to the method's frequency.
+
+    PI, NTK-aware at factor s, YaRN and Llama 3 give s at every length (all of
+    them divide the slowest pair by s); dynamic NTK gives 1 up to L and
+    s·n/L - (s - 1) at length n > L, e.g. 13 at 4L and 29 at 8L for s = 4.
+    """
+    plain = inv_freq(head_dim, base, dtype=torch.float64)
+    return float(plain[-1] / method.theta(head_dim, length)[-1])
+
+
+def ntk_at(base: float, head_dim: int, scale: float) -> Method:
+    """Static NTK-aware scaling at ``scale``: base b·s^(d/(d-2)), named ``ntk@s``."""
+    return Method(f"ntk@{scale:g}", None, ntk_scaled_base(base, scale, head_dim))
+
+
+def ablations(
+    base: float, head_dim: int, train_len: int, factor: float
+) -> list[Method]:
+    """The zero-shot ablations of 11: which pairs, which layer, YaRN's temperature.
+
+    ``pi_slow`` divides by ``factor`` only the slow pairs, those that never
+    complete a turn within ``train_len`` (λ_j > L - 1), and keeps the fast
+    ones; ``pi_fast`` does the opposite. ``dynamic_layer1`` / ``_layer2``
+    apply dynamic NTK to one layer only. ``yarn_t1`` is YaRN without its
+    attention temperature (``attention_factor`` 1).
+    """
+    theta = inv_freq(head_dim, base, dtype=torch.float32)
+    fast = full_turn_pairs(head_dim, base, train_len - 1)
+    slow_only = torch.cat([theta[:fast], theta[fast:] / factor])
+    fast_only = torch.cat([theta[:fast] / factor, theta[fast:]])
+    orig = {"original_max_position_embeddings": train_len}
+    dynamic = {"rope_type": "dynamic", "factor": factor, **orig}
+    return [
+        Method("pi_slow", None, base, inv_freq=tuple(slow_only.tolist())),
+        Method("pi_fast", None, base, inv_freq=tuple(fast_only.tolist())),
+        Method("dynamic_layer1", dynamic, base, layers=(0,)),
+        Method("dynamic_layer2", dynamic, base, layers=(1,)),
+        Method(
+            "yarn_t1",
+            {"rope_type": "yarn", "factor": factor, "attention_factor": 1.0, **orig},
+            base,
+        ),
+    ]
+
+
+def wilson(right: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson's 95 % score interval for ``right`` successes in ``n`` trials."""
+    if n < 1 or not 0 <= right <= n:
+        raise ValueError(f"need 0 <= right <= n and n >= 1, got {right}, {n}")
+    p = right / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    low = 0.0 if right == 0 else max(0.0, centre - half)
+    high = 1.0 if right == n else min(1.0, centre + half)
+    return low, high
 
 
 def methods(base: float, head_dim: int, train_len: int, factor: float) -> list[Method]:
@@ -171,6 +281,17 @@ class Settings:
     other_bases: tuple[float, ...] = OTHER_BASES
     methods: tuple[str, ...] = METHODS
     remaps: tuple[str, ...] = REMAPS
+    ntk_scales: tuple[float, ...] = NTK_SCALES
+    ablations: tuple[str, ...] = ABLATIONS
+    beta: float = BETA
+    beta_multiples: tuple[int, ...] = (1, 2, 4, 8, 16)
+
+    @property
+    def distance_edges(self) -> list[int]:
+        """Bins of how far back the value sits at the target length: within L/2,
+        within L, within 2L, beyond."""
+        n = self.train_len
+        return [1, n // 2, n - 1, 2 * n, self.target_len - 1]
 
     @property
     def lengths(self) -> list[int]:
@@ -199,17 +320,18 @@ def _rows(
     settings: Settings,
     label: str,
     remap: Remap | None = None,
+    lengths: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
     rows = []
-    for length in settings.lengths:
-        score = evaluate(
-            model,
-            length,
-            scaling=method.scaling,
-            base=method.base,
-            remap=None if remap is None else remap.passes(length),
-            samples=settings.samples,
-        )
+    for length in settings.lengths if lengths is None else lengths:
+        if remap is None:
+            score = evaluate(
+                model, length, samples=settings.samples, **method.forward_kwargs()
+            )
+        else:
+            score = evaluate(
+                model, length, remap=remap.passes(length), samples=settings.samples
+            )
         rows.append(
             {
                 "method": label,
@@ -218,6 +340,7 @@ def _rows(
                 "length": length,
                 "accuracy": score["accuracy"],
                 "loss": round(score["loss"], 6),
+                "seed": settings.seed,
             }
         )
     return rows
@@ -235,6 +358,15 @@ def _finetune(model: ToyDecoder, method: Method, settings: Settings) -> ToyDecod
         lr=1e-3,
     )
     return tuned
+
+
+def _same_frequencies(a: Method, b: Method, head_dim: int, length: int) -> bool:
+    """Whether two methods give the model the same tables at ``length`` (float32)."""
+    if a.inv_freq is not None or b.inv_freq is not None:
+        return False
+    ta, sa = scaled_inv_freq(head_dim, a.base, a.scaling, seq_len=length)
+    tb, sb = scaled_inv_freq(head_dim, b.base, b.scaling, seq_len=length)
+    return bool(torch.equal(ta, tb)) and sa == sb
 
 
 def run(
@@ -276,21 +408,84 @@ def run(
         say(f"trained base {settings.base:g} ({time.perf_counter() - start:.0f} s)")
     if models is not None:
         models["main"] = model
+    tuned: dict[str, tuple[Method, ToyDecoder]] = {}
     for method in chosen:
         results += _rows(model, method, 0, settings, method.name)
         if settings.finetune_steps:
+            tuned[method.name] = (method, _finetune(model, method, settings))
             results += _rows(
-                _finetune(model, method, settings),
+                tuned[method.name][1],
                 method,
                 settings.finetune_steps,
                 settings,
                 method.name,
             )
         say(f"{method.name} ({time.perf_counter() - start:.0f} s)")
+    for scale in settings.ntk_scales:
+        method = ntk_at(settings.base, cfg.head_dim, scale)
+        results += _rows(model, method, 0, settings, method.name)
+        # a fine-tune at 4L with the same tables is the same computation: dynamic
+        # NTK's fine-tune at 4L is ntk@13's for factor 4, so those weights give
+        # ntk@13's fine-tuned rows (the base held at 4L's for every length)
+        for m, weights in tuned.values():
+            if _same_frequencies(m, method, cfg.head_dim, settings.target_len):
+                results += _rows(
+                    weights, method, settings.finetune_steps, settings, method.name
+                )
+                break
+        say(f"{method.name} ({time.perf_counter() - start:.0f} s)")
     plain = Method("none", None, settings.base)
     for remap in chosen_remaps:
         results += _rows(model, plain, 0, settings, remap.name, remap)
         say(f"{remap.name} ({time.perf_counter() - start:.0f} s)")
+    chosen_ablations = [
+        m
+        for m in ablations(
+            settings.base, cfg.head_dim, settings.train_len, settings.factor
+        )
+        if ("pairs" if m.name.startswith("pi_") else
+            "layers" if "_layer" in m.name else m.name) in settings.ablations
+    ]
+    for method in chosen_ablations:
+        results += _rows(model, method, 0, settings, method.name)
+        say(f"{method.name} ({time.perf_counter() - start:.0f} s)")
+    by_distance = []
+    if "distance" in settings.ablations:
+        for method in methods(
+            settings.base, cfg.head_dim, settings.train_len, settings.factor
+        ):
+            if method.name not in ("none", "dynamic"):
+                continue
+            for b in evaluate_by_distance(
+                model,
+                settings.target_len,
+                settings.distance_edges,
+                scaling=method.scaling,
+                base=method.base,
+                samples=settings.samples,
+            ):
+                by_distance.append(
+                    {
+                        "method": method.name,
+                        "finetune_steps": 0,
+                        "length": settings.target_len,
+                        **b,
+                        "seed": settings.seed,
+                    }
+                )
+        say(f"by distance ({time.perf_counter() - start:.0f} s)")
+    if "beta" in settings.ablations and settings.finetune_steps:
+        method = Method(f"beta={settings.beta:g}", None, settings.beta)
+        lengths = [settings.train_len * m for m in settings.beta_multiples]
+        results += _rows(
+            _finetune(model, method, settings),
+            method,
+            settings.finetune_steps,
+            settings,
+            method.name,
+            lengths=lengths,
+        )
+        say(f"{method.name} ({time.perf_counter() - start:.0f} s)")
     for base in settings.other_bases:
         other = train_base_model(settings, base)
         plain = Method(f"base={base:g}", None, base)
@@ -315,20 +510,175 @@ def run(
                 for r in remaps(settings.train_len, settings.factor)
                 if r.name in settings.remaps
             },
+            "ntk_scales": list(settings.ntk_scales),
+            "ablations": list(settings.ablations),
+            "beta": settings.beta,
+            "beta_multiples": list(settings.beta_multiples),
+            "distance_edges": settings.distance_edges,
             "threads": threads,
             "dtype": "float32",
             "device": "cpu",
             "torch": torch.__version__.split("+")[0],
         },
+        "runs": [
+            {
+                "seed": settings.seed,
+                "weights": "trained" if trained is None else "loaded",
+                "cpu_kernels": torch.backends.cpu.get_cpu_capability(),
+                "torch": torch.__version__,
+            }
+        ],
         "results": results,
+        "by_distance": by_distance,
     }
 
 
+def merge(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One results dict from runs of the same experiment (``--merge``).
+
+    The runs may differ in their seed and in which methods, remappings,
+    scales, ablations and bases they ran (a zero-shot pass with
+    ``--finetune-steps 0`` and a pass that fine-tunes a few methods, say),
+    but not in anything that changes a row's value: the model, lengths,
+    training steps, samples, thread count, and the fine-tuning steps of the
+    runs that fine-tune. Rows, distance bins and run records are
+    concatenated in seed order (one run's rows that another already has,
+    the same key with the same values, are dropped); list settings become
+    the union, ``settings["seeds"]`` the seeds and ``settings["seed"]`` the
+    first, the seed of the shipped weights. Raises ValueError if the runs
+    disagree, or give one row two different values.
+    """
+    if not parts:
+        raise ValueError("merge needs at least one results dict")
+    parts = sorted(parts, key=lambda p: min(_seeds(p)))
+    listed = ("seed", "seeds", "finetune_steps", "other_bases", "methods", "remaps",
+              "ntk_scales", "ablations")
+
+    def core(p: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in p["settings"].items() if k not in listed}
+
+    for p in parts[1:]:
+        if core(p) != core(parts[0]) or p["config"] != parts[0]["config"]:
+            raise ValueError("the runs differ in more than their seed and methods")
+    steps = {p["settings"]["finetune_steps"] for p in parts} - {0}
+    if len(steps) > 1:
+        raise ValueError(f"the runs fine-tune for different steps: {sorted(steps)}")
+    out = copy.deepcopy(dict(parts[0]))
+    settings = out["settings"]
+    settings["finetune_steps"] = steps.pop() if steps else 0
+    for key in ("other_bases", "methods", "ntk_scales", "ablations"):
+        settings[key] = list(
+            dict.fromkeys(x for p in parts for x in p["settings"][key])
+        )
+    settings["remaps"] = {
+        k: v for p in parts for k, v in p["settings"]["remaps"].items()
+    }
+    seeds = sorted({s for p in parts for s in _seeds(p)})
+    settings["seed"], settings["seeds"] = seeds[0], seeds
+    for key, fields in (
+        ("results", ("method", "finetune_steps", "length", "seed")),
+        ("by_distance", ("method", "finetune_steps", "length", "lo", "seed")),
+    ):
+        rows: dict[tuple, dict[str, Any]] = {}
+        for p in parts:
+            for r in p.get(key, []):
+                k = tuple(r[f] for f in fields)
+                if k in rows and rows[k] != r:
+                    raise ValueError(f"two runs give {k} different values")
+                rows.setdefault(k, r)
+        out[key] = sorted(rows.values(), key=lambda r: r["seed"])
+    out["runs"] = [x for p in parts for x in p.get("runs", [])]
+    return out
+
+
+def _seeds(data: Mapping[str, Any]) -> list[int]:
+    s = data["settings"]
+    return list(s.get("seeds", [s["seed"]]))
+
+
+def summary(
+    rows: Sequence[Mapping[str, Any]], samples: int
+) -> dict[tuple[str, int, int], dict[str, Any]]:
+    """Accuracy over seeds for each (method, fine-tune steps, length).
+
+    Returns, per key: ``accuracies`` (in seed order), ``mean``, ``sd`` (sample
+    standard deviation over seeds, 0 for one seed), ``min``, ``max``, and
+    ``low``/``high``: the lowest and highest end of any seed's Wilson 95 %
+    interval on ``samples`` sequences (:func:`wilson`), an envelope of
+    evaluation noise and seed spread together.
+    """
+    grouped: dict[tuple[str, int, int], list[tuple[int, float]]] = {}
+    for r in rows:
+        key = (r["method"], r["finetune_steps"], r["length"])
+        grouped.setdefault(key, []).append((r.get("seed", 0), r["accuracy"]))
+    out = {}
+    for key, pairs in grouped.items():
+        acc = [a for _, a in sorted(pairs)]
+        mean = sum(acc) / len(acc)
+        var = sum((a - mean) ** 2 for a in acc) / max(1, len(acc) - 1)
+        ends = [wilson(round(a * samples), samples) for a in acc]
+        out[key] = {
+            "accuracies": acc,
+            "mean": mean,
+            "sd": var**0.5,
+            "min": min(acc),
+            "max": max(acc),
+            "low": min(e[0] for e in ends),
+            "high": max(e[1] for e in ends),
+        }
+    return out
+
+
+def _end(x: float) -> str:
+    return "1" if x >= 0.995 else f"{x:.2f}"[1:]
+
+
+def spread_table(
+    data: Mapping[str, Any],
+    keys: Sequence[tuple[str, int]],
+    *,
+    labels: Mapping[str, str] | None = None,
+    lengths: Sequence[int] | None = None,
+) -> str:
+    """Accuracy over seeds, one row per (method, fine-tune steps) in ``keys``.
+
+    A cell is the mean over the seeds, then the lowest and highest end of any
+    seed's Wilson 95 % interval (:func:`summary`), e.g. ``0.97 .93–1``; the
+    last column counts the seeds. ``labels`` renames methods.
+    """
+    stats = summary(data["results"], data["settings"]["samples"])
+    train_len = data["train_length"]
+    if lengths is None:
+        lengths = sorted({n for (m, st, n) in stats if (m, st) in set(keys)})
+    labels = labels or {}
+    head = f"{'':<24}" + "".join(f"{f'{n // train_len}L':>13}" for n in lengths)
+    lines = [head + "  seeds"]
+    for name, steps in keys:
+        label = labels.get(name, name) + (f", {steps} ft" if steps else "")
+        cells, seeds = "", 0
+        for n in lengths:
+            st = stats.get((name, steps, n))
+            if st is None:
+                cells += f"{'':>13}"
+                continue
+            seeds = max(seeds, len(st["accuracies"]))
+            text = f"{st['mean']:.2f} {_end(st['low'])}–{_end(st['high'])}"
+            cells += f"{text:>13}"
+        lines.append(f"{label:<24}{cells}  {seeds:>5}")
+    return "\n".join(lines)
+
+
 def table(data: Mapping[str, Any]) -> str:
-    """The results as a table: a row per method and fine-tune, accuracy by length."""
+    """The results as a table: a row per method and fine-tune, accuracy by length.
+
+    With several seeds, the first seed's (the shipped weights') accuracies.
+    """
+    first = _seeds(data)[0] if "settings" in data else None
     lengths = sorted({r["length"] for r in data["results"]})
     keys: dict[tuple[str, int], dict[int, float]] = {}
     for r in data["results"]:
+        if first is not None and r.get("seed", first) != first:
+            continue
         keys.setdefault((r["method"], r["finetune_steps"]), {})[r["length"]] = r[
             "accuracy"
         ]
@@ -336,7 +686,8 @@ def table(data: Mapping[str, Any]) -> str:
     lines = [head, "-" * len(head)]
     for (name, steps), acc in keys.items():
         lines.append(
-            f"{name:<14}{steps:>10}" + "".join(f"{acc[n]:>8.3f}" for n in lengths)
+            f"{name:<14}{steps:>10}"
+            + "".join(f"{acc[n]:>8.3f}" if n in acc else f"{'':>8}" for n in lengths)
         )
     return "\n".join(lines)
 
@@ -449,6 +800,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         "trained (none: skip them)",
     )
     parser.add_argument(
+        "--ntk-scales",
+        type=float,
+        nargs="*",
+        default=list(d.ntk_scales),
+        help="static NTK-aware scales to compare at matched scale (dynamic NTK at "
+        "factor 4 applies 13 at 4L, 29 at 8L), zero-shot; fine-tuned too where a "
+        "fine-tuned method trained with the same tables at s·L (none: skip)",
+    )
+    parser.add_argument(
+        "--ablations",
+        nargs="*",
+        choices=ABLATIONS,
+        default=list(d.ablations),
+        help="pairs: interpolate only the slow or only the fast pairs; layers: "
+        "dynamic NTK in one layer only; yarn_t1: YaRN without its temperature; "
+        "distance: accuracy by how far back the value sits; beta: fine-tune at "
+        "the base --beta and evaluate up to 16L (none: skip)",
+    )
+    parser.add_argument(
+        "--beta",
+        type=float,
+        default=d.beta,
+        help="fine-tuning base of the 'beta' ablation (Liu et al.'s bound)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=_positive_int,
+        default=1,
+        help="run seeds --seed .. --seed + N - 1 one after another, in one file",
+    )
+    parser.add_argument(
+        "--merge",
+        metavar="PATH",
+        nargs="+",
+        help="combine results files that differ only in their seed into --json "
+        "(runs nothing else)",
+    )
+    parser.add_argument(
         "--threads",
         type=_positive_int,
         default=1,
@@ -469,6 +858,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.finetune_steps < 0:
         parser.error(f"--finetune-steps must be >= 0, got {args.finetune_steps}")
+    if args.merge:
+        if not args.json:
+            parser.error("--merge needs --json")
+        try:
+            data = merge([load(path) for path in args.merge])
+        except ValueError as err:
+            parser.error(str(err))
+        print(table(data))
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+        return 0
     settings = Settings(
         train_len=args.train_len,
         multiples=tuple(args.multiples),
@@ -481,6 +882,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         other_bases=tuple(args.other_bases),
         methods=tuple(m for m in METHODS if m in args.methods),
         remaps=tuple(r for r in REMAPS if r in args.remaps),
+        ntk_scales=tuple(args.ntk_scales),
+        ablations=tuple(a for a in ABLATIONS if a in args.ablations),
+        beta=args.beta,
     )
     capability = torch.backends.cpu.get_cpu_capability()
     if capability == "AVX512":
@@ -498,13 +902,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             ToyConfig(base=settings.base, train_len=settings.train_len)
         )
         trained.load_state_dict(torch.load(args.weights, weights_only=True))
-    data = run(
-        settings,
-        threads=args.threads,
-        log=lambda line: print(line, file=sys.stderr, flush=True),
-        models=models,
-        trained=trained,
+    command = " ".join(
+        ["python -m ropelab.book.extrapolate"]
+        + list(sys.argv[1:] if argv is None else argv)
     )
+    kernels_env = os.environ.get("ATEN_CPU_CAPABILITY")
+    parts = []
+    for i in range(args.seeds):
+        one = dataclasses.replace(settings, seed=settings.seed + i)
+        part = run(
+            one,
+            threads=args.threads,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+            models=models if i == 0 else None,
+            trained=trained if i == 0 else None,
+        )
+        for record in part["runs"]:
+            record["command"] = command
+            record["ATEN_CPU_CAPABILITY"] = kernels_env
+            if record["weights"] == "loaded":
+                record["weights"] = f"loaded from {os.path.basename(args.weights)}"
+        parts.append(part)
+    data = merge(parts) if len(parts) > 1 else parts[0]
     print(table(data))
     print(
         f"wall {time.perf_counter() - wall:.0f} s, "

@@ -45,6 +45,7 @@ __all__ = [
     "passkey_batch",
     "train",
     "evaluate",
+    "evaluate_by_distance",
     "rope_tables",
     "remap_tables",
     "attention_entropy",
@@ -127,14 +128,26 @@ def rope_tables(
     scaling: Mapping[str, Any] | None = None,
     *,
     base: float | None = None,
+    inv_freq: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """cos and sin ``(length, head_dim)``, float32, for positions 0..length-1 (05, 07).
 
     Frequencies come from :func:`ropelab.scaled_inv_freq` for ``scaling`` (a
     transformers rope dict; ``seq_len=length`` so dynamic NTK sees the
     current length) and base ``base`` (default ``cfg.base``); YaRN's
-    temperature multiplies the tables, as in transformers.
+    temperature multiplies the tables, as in transformers. ``inv_freq``
+    ``(head_dim // 2,)``, if given, replaces them (ablations: any θ'_j, no
+    temperature); ``scaling`` must then be None.
     """
+    if inv_freq is not None:
+        if scaling is not None:
+            raise ValueError("give scaling or inv_freq, not both")
+        if inv_freq.shape != (cfg.head_dim // 2,):
+            raise ValueError(
+                f"inv_freq must have shape ({cfg.head_dim // 2},), "
+                f"got {tuple(inv_freq.shape)}"
+            )
+        return cos_sin(torch.arange(length), inv_freq.to(torch.float32))
     theta, attention_scaling = scaled_inv_freq(
         cfg.head_dim, cfg.base if base is None else base, scaling, seq_len=length
     )
@@ -237,6 +250,8 @@ class ToyDecoder(nn.Module):
         *,
         base: float | None = None,
         remap: Sequence[Any] | None = None,
+        inv_freq: Tensor | None = None,
+        layers: Sequence[int] | None = None,
     ) -> tuple[Tensor, list[Tensor]]:
         """Logits at the last position ``(batch, vocab)`` and each layer's attention.
 
@@ -244,18 +259,30 @@ class ToyDecoder(nn.Module):
         :class:`ropelab.variants.RemapPass`, 13_current_architectures): each
         rotates queries and keys at its own positions and owns the scores
         where its mask is True. ``None`` is ordinary RoPE at 0..seq-1.
+        ``inv_freq``: frequencies replacing ``scaling`` (see :func:`rope_tables`).
+        ``layers``: the layers (0-based) that get the scaled frequencies; the
+        others keep the trained ones (default: all layers).
         """
         n = tokens.shape[-1]
         if remap is None:
-            cos, sin = rope_tables(self.cfg, n, scaling, base=base)
+            cos, sin = rope_tables(self.cfg, n, scaling, base=base, inv_freq=inv_freq)
             passes: list[Pass] = []
         else:
+            if inv_freq is not None or layers is not None:
+                raise ValueError("remap takes neither inv_freq nor layers")
             cos = sin = torch.empty(0)
             passes = remap_tables(self.cfg, remap, scaling, base=base)
+        if layers is not None:
+            if not set(layers) <= set(range(len(self.layers))):
+                raise ValueError(
+                    f"layers must be in 0..{len(self.layers) - 1}, got {list(layers)}"
+                )
+            plain = rope_tables(self.cfg, n)
         h = self.embed(tokens)
         maps = []
-        for layer in self.layers:
-            h, weights = layer(h, cos, sin, passes)
+        for i, layer in enumerate(self.layers):
+            tables = (cos, sin) if layers is None or i in layers else plain
+            h, weights = layer(h, *tables, passes)
             maps.append(weights)
         return self.unembed(self.norm(h[:, -1])), maps
 
@@ -301,6 +328,18 @@ def train(
     return losses
 
 
+def _scored(model, length, samples, seed, batch, **forward):
+    """The evaluation batches: (tokens, answers, logits), the same for every method."""
+    gen = torch.Generator().manual_seed(seed * 100_003 + length)
+    model.eval()
+    for start in range(0, samples, batch):
+        tokens, answers = passkey_batch(
+            model.cfg, min(batch, samples - start), length, gen
+        )
+        logits, _ = model(tokens, **forward)
+        yield tokens, answers, logits
+
+
 @torch.no_grad()
 def evaluate(
     model: ToyDecoder,
@@ -309,6 +348,8 @@ def evaluate(
     scaling: Mapping[str, Any] | None = None,
     base: float | None = None,
     remap: Sequence[Any] | None = None,
+    inv_freq: Tensor | None = None,
+    layers: Sequence[int] | None = None,
     samples: int = 512,
     seed: int = 1234,
     batch: int = 128,
@@ -317,19 +358,56 @@ def evaluate(
 
     The evaluation set depends only on ``seed``, ``length`` and ``samples``,
     so every method is scored on the same sequences. ``remap``: the passes
-    of a position-remapping method for ``length`` (see ``ToyDecoder.forward``).
+    of a position-remapping method for ``length``; ``inv_freq``, ``layers``:
+    see ``ToyDecoder.forward``.
     """
-    gen = torch.Generator().manual_seed(seed * 100_003 + length)
-    model.eval()
     right, loss = 0, 0.0
-    for start in range(0, samples, batch):
-        tokens, answers = passkey_batch(
-            model.cfg, min(batch, samples - start), length, gen
-        )
-        logits, _ = model(tokens, scaling, base=base, remap=remap)
+    forward = dict(scaling=scaling, base=base, remap=remap, inv_freq=inv_freq)
+    for _, answers, logits in _scored(
+        model, length, samples, seed, batch, layers=layers, **forward
+    ):
         right += int((logits.argmax(-1) == answers).sum())
         loss += float(nn.functional.cross_entropy(logits, answers, reduction="sum"))
     return {"accuracy": right / samples, "loss": loss / samples}
+
+
+@torch.no_grad()
+def evaluate_by_distance(
+    model: ToyDecoder,
+    length: int,
+    edges: Sequence[int],
+    *,
+    scaling: Mapping[str, Any] | None = None,
+    base: float | None = None,
+    samples: int = 512,
+    seed: int = 1234,
+    batch: int = 128,
+) -> list[dict[str, int]]:
+    """Right answers by how far back the value sits, on :func:`evaluate`'s sequences.
+
+    The distance from the query to the value is ``length - 2 - p`` for the
+    marker at p. ``edges`` ``e_0 < e_1 < ...`` give the bins
+    ``e_i <= distance < e_{i+1}``.
+
+    Returns:
+        one ``{"lo", "hi", "right", "count"}`` per bin (``hi`` exclusive).
+    """
+    edges = [int(e) for e in edges]
+    if len(edges) < 2 or any(a >= b for a, b in zip(edges, edges[1:])):
+        raise ValueError(f"edges must increase, at least two, got {edges}")
+    bins = [
+        {"lo": a, "hi": b, "right": 0, "count": 0} for a, b in zip(edges, edges[1:])
+    ]
+    for tokens, answers, logits in _scored(
+        model, length, samples, seed, batch, scaling=scaling, base=base
+    ):
+        distance = length - 2 - (tokens == model.cfg.marker).int().argmax(-1)
+        good = logits.argmax(-1) == answers
+        for b in bins:
+            inside = (distance >= b["lo"]) & (distance < b["hi"])
+            b["count"] += int(inside.sum())
+            b["right"] += int((good & inside).sum())
+    return bins
 
 
 def attention_entropy(weights: Tensor) -> Tensor:

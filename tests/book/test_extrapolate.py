@@ -27,6 +27,8 @@ TINY = Settings(
     finetune_steps=3,
     samples=16,
     other_bases=(1e4,),
+    ntk_scales=(),
+    ablations=(),
 )
 NAMES = ["none", "pi", "ntk", "dynamic", "yarn", "llama3"]
 REMAP_NAMES = ["rerope", "leaky_rerope", "self_extend", "dual_chunk"]
@@ -77,6 +79,7 @@ def test_a_tiny_run_is_complete_and_reproducible():
             "length",
             "accuracy",
             "loss",
+            "seed",
         }
         assert 0.0 <= r["accuracy"] <= 1.0 and r["loss"] > 0
         assert (r["accuracy"] * TINY.samples).is_integer()
@@ -104,6 +107,8 @@ def test_cli_writes_json_and_prints_the_table(tmp_path, capsys):
         "--other-bases",
         "--remaps",
         "rerope",
+        "--ntk-scales",
+        "--ablations",
         "--threads",
         "1",
         "--save-weights",
@@ -158,9 +163,15 @@ def test_shipped_results_come_from_the_default_options():
         d.multiples
     )
     assert list(s["remaps"]) == list(d.remaps)
-    rows = data["results"]
-    per_length = len(NAMES) * 2 + len(d.remaps) + len(d.other_bases)
-    assert len(rows) == per_length * len(d.multiples)
+    rows = [r for r in data["results"] if r["seed"] == 0]
+    # methods zero-shot and fine-tuned, remappings, bases, static NTK at each scale
+    # (fine-tuned at 13: dynamic NTK's fine-tune), five zero-shot ablations
+    per_length = (
+        len(NAMES) * 2 + len(d.remaps) + len(d.other_bases) + len(d.ntk_scales) + 1 + 5
+    )
+    beta = [r for r in rows if r["method"] == f"beta={d.beta:g}"]
+    assert len(rows) - len(beta) == per_length * len(d.multiples)
+    assert sorted(r["length"] for r in beta) == [d.train_len * m for m in d.beta_multiples]
     json.dumps(data)
 
 
@@ -170,7 +181,8 @@ def test_shipped_weights_give_the_shipped_unscaled_results():
     by_method = {m.name: m for m in methods(100.0, 32, 64, 4.0)}
     for r in data["results"]:
         if (
-            r["finetune_steps"] == 0
+            r["seed"] == 0
+            and r["finetune_steps"] == 0
             and r["method"] in ("none", "yarn")
             and r["length"] <= 256
         ):
@@ -193,7 +205,11 @@ def test_shipped_weights_give_the_shipped_remapped_results():
     by_name = {r.name: r for r in remaps(64, 4.0)}
     checked = 0
     for r in data["results"]:
-        if r["method"] in ("rerope", "dual_chunk") and r["length"] == 128:
+        if (
+            r["method"] in ("rerope", "dual_chunk")
+            and r["length"] == 128
+            and r["seed"] == 0
+        ):
             got = evaluate(
                 model, 128, remap=by_name[r["method"]].passes(128),
                 samples=data["settings"]["samples"],
@@ -247,3 +263,230 @@ def test_each_methods_rows_do_not_depend_on_which_others_run():
         Settings(**{**TINY.__dict__, "methods": (), "remaps": ()}), threads=1
     )["results"]
     assert bases == [r for r in full if r["method"].startswith("base=")]
+
+
+# --- issue 28: matched scales, ablations, seeds ------------------------------------
+
+from ropelab.book.extrapolate import (  # noqa: E402
+    SHIPPED_KERNELS,
+    ablations,
+    effective_scale,
+    merge,
+    ntk_at,
+    summary,
+    wilson,
+)
+from ropelab.book.toy import evaluate_by_distance  # noqa: E402
+
+TINY_NEW = Settings(
+    **{
+        **TINY.__dict__,
+        "other_bases": (),
+        "remaps": (),
+        "ntk_scales": Settings().ntk_scales,
+        "ablations": Settings().ablations,
+    }
+)
+
+
+def test_effective_scale_is_dynamic_ntks_closed_form_and_s_for_the_static_ones():
+    """Dynamic NTK at factor s slows the slowest pair by s·n/L - (s - 1) at n > L
+    (13 at 4L, 29 at 8L for s = 4), 1 up to L; the static methods by s everywhere."""
+    ms = {m.name: m for m in methods(100.0, 32, 64, 4.0)}
+    for n in (64, 128, 256, 512):
+        closed = max(1.0, 4.0 * n / 64 - 3.0)
+        assert effective_scale(ms["dynamic"], 100.0, 32, n) == pytest.approx(closed)
+        for name in ("pi", "ntk", "yarn", "llama3"):
+            assert effective_scale(ms[name], 100.0, 32, n) == pytest.approx(4.0)
+        assert effective_scale(ms["none"], 100.0, 32, n) == 1.0
+        # static NTK at the matched scale turns every pair as dynamic NTK does there
+        torch.testing.assert_close(
+            ntk_at(100.0, 32, closed).theta(32, n), ms["dynamic"].theta(32, n)
+        )
+
+
+def test_the_pair_ablations_split_at_the_pairs_that_turn_within_L():
+    plain = inv_freq(32, 100.0)
+    by = {m.name: m for m in ablations(100.0, 32, 64, 4.0)}
+    slow, fast = (torch.tensor(by[k].inv_freq) for k in ("pi_slow", "pi_fast"))
+    turned = (2 * torch.pi / plain.double() <= 63).sum()  # λ_j ≤ L - 1: 9 pairs
+    assert int(turned) == 9
+    torch.testing.assert_close(slow[:9], plain[:9])
+    torch.testing.assert_close(slow[9:], plain[9:] / 4)
+    torch.testing.assert_close(fast[:9], plain[:9] / 4)
+    torch.testing.assert_close(fast[9:], plain[9:])
+    assert by["dynamic_layer1"].layers == (0,) and by["dynamic_layer2"].layers == (1,)
+    assert scaled_inv_freq(32, 100.0, by["yarn_t1"].scaling)[1] == 1.0
+
+
+def test_one_layer_scaled_matches_the_model_with_both_layers_scaled_only_when_both():
+    """layers=(0, 1) is the plain method; one layer differs from both and from none."""
+    deterministic(1)
+    model = shipped_weights()
+    dyn = {m.name: m for m in methods(100.0, 32, 64, 4.0)}["dynamic"]
+    both = evaluate(model, 128, samples=32, scaling=dyn.scaling, layers=(0, 1))
+    assert both == evaluate(model, 128, samples=32, scaling=dyn.scaling)
+    with pytest.raises(ValueError, match="layers"):
+        evaluate(model, 128, samples=8, scaling=dyn.scaling, layers=(2,))
+
+
+def test_wilson_interval_solves_the_score_equation():
+    """The ends p of Wilson's interval solve (p̂ - p)² = z² p (1 - p) / n."""
+    z = 1.959963984540054
+    for right, n in ((200, 256), (256, 256), (0, 256), (37, 64), (1, 3)):
+        lo, hi = wilson(right, n)
+        p_hat = right / n
+        for p in (lo, hi):
+            if 0 < p < 1:
+                assert (p_hat - p) ** 2 == pytest.approx(z * z * p * (1 - p) / n)
+        assert lo <= p_hat <= hi
+    assert wilson(256, 256)[1] == 1.0 and wilson(0, 256)[0] == 0.0
+    with pytest.raises(ValueError):
+        wilson(5, 4)
+
+
+def test_seeds_merge_into_one_file_and_summary_spreads_over_them(tmp_path):
+    a = run(TINY_NEW, threads=1)
+    b = run(Settings(**{**TINY_NEW.__dict__, "seed": 1}), threads=1)
+    both = merge([b, a])
+    assert both["settings"]["seeds"] == [0, 1] and both["settings"]["seed"] == 0
+    assert both["results"] == a["results"] + b["results"]
+    assert [r["seed"] for r in both["runs"]] == [0, 1]
+    stats = summary(both["results"], TINY.samples)
+    key = ("none", 0, 24)
+    accs = [r["accuracy"] for r in both["results"] if r["method"] == "none"
+            and r["finetune_steps"] == 0 and r["length"] == 24]
+    assert stats[key]["accuracies"] == accs
+    assert stats[key]["mean"] == pytest.approx(sum(accs) / 2)
+    assert stats[key]["low"] <= min(accs) <= max(accs) <= stats[key]["high"]
+    assert merge([a, a])["results"] == a["results"]  # a row twice counts once
+    bad = json.loads(json.dumps(a))
+    bad["results"][0]["accuracy"] += 0.5
+    with pytest.raises(ValueError, match="different values"):
+        merge([a, bad])
+    # a zero-shot pass and a pass that fine-tunes one method merge into one seed
+    zero = run(Settings(**{**TINY_NEW.__dict__, "finetune_steps": 0}), threads=1)
+    one = run(Settings(**{**TINY_NEW.__dict__, "methods": ("dynamic",),
+                          "ntk_scales": (), "ablations": ()}), threads=1)
+    assert merge([zero, one])["results"] == zero["results"] + [
+        r for r in one["results"] if r["finetune_steps"]
+    ]
+    with pytest.raises(ValueError, match="more than their seed"):
+        merge([a, run(Settings(**{**TINY_NEW.__dict__, "seed": 1, "samples": 8}))])
+    # the CLI: --seeds 2 in one process equals two runs merged with --merge
+    paths = []
+    for seed in (0, 1):
+        paths.append(tmp_path / f"s{seed}.json")
+        main(_tiny_args(paths[-1]) + ["--seed", str(seed)])
+    main(["--merge", *map(str, paths), "--json", str(tmp_path / "m.json")])
+    main(_tiny_args(tmp_path / "both.json") + ["--seeds", "2"])
+    merged, at_once = load(tmp_path / "m.json"), load(tmp_path / "both.json")
+    assert merged["results"] == at_once["results"]
+    assert merged["by_distance"] == at_once["by_distance"]
+    assert at_once["runs"][0]["weights"] == "trained"
+    assert at_once["runs"][0]["cpu_kernels"] == torch.backends.cpu.get_cpu_capability()
+    assert "--seeds 2" in at_once["runs"][0]["command"]
+
+
+def _tiny_args(path):
+    return ["--json", str(path), "--train-len", "12", "--multiples", "1", "2",
+            "--steps", "4", "--finetune-steps", "2", "--samples", "8",
+            "--other-bases", "--remaps", "--methods", "none", "dynamic",
+            "--ntk-scales", "13", "--threads", "1"]
+
+
+def _one_seed(data, seed):
+    return [r for r in data["results"] if r["seed"] == seed]
+
+
+def test_shipped_weights_recompute_each_new_tables_first_seed_row():
+    """Static NTK at dynamic's 4L scale, the pair and layer ablations, YaRN without its
+    temperature (all at 4L) and the by-distance bins: the shipped weights give the
+    shipped seed-0 numbers exactly."""
+    deterministic(1)
+    model, data = shipped_weights(), shipped_results()
+    s = data["settings"]
+    assert s["seeds"][0] == s["seed"] == 0 and len(s["seeds"]) >= 5
+    n, samples = 4 * data["train_length"], s["samples"]
+    rows = {
+        r["method"]: r
+        for r in _one_seed(data, 0)
+        if r["length"] == n and r["finetune_steps"] == 0
+    }
+    chosen = {m.name: m for m in ablations(100.0, 32, 64, s["factor"])}
+    chosen["ntk@13"] = ntk_at(100.0, 32, 13.0)
+    for name in ("ntk@13", "pi_slow", "pi_fast", "dynamic_layer1", "yarn_t1"):
+        got = evaluate(model, n, samples=samples, **chosen[name].forward_kwargs())
+        assert got["accuracy"] == rows[name]["accuracy"], name
+        # the loss's sixth decimal may differ between CPU kernels (AVX2 / AVX-512)
+        assert got["loss"] == pytest.approx(rows[name]["loss"], abs=2e-6), name
+    bins = evaluate_by_distance(model, n, s["distance_edges"], samples=samples)
+    shipped = [
+        {k: b[k] for k in ("lo", "hi", "right", "count")}
+        for b in data["by_distance"]
+        if b["seed"] == 0 and b["method"] == "none"
+    ]
+    assert bins == shipped
+    assert sum(b["count"] for b in bins) == samples
+    assert sum(b["right"] for b in bins) == round(rows["none"]["accuracy"] * samples)
+
+
+def test_shipped_results_record_how_they_were_made():
+    data = shipped_results()
+    assert sorted({r["seed"] for r in data["runs"]}) == data["settings"]["seeds"]
+    for record in data["runs"]:
+        assert record["cpu_kernels"] and record["torch"] and record["command"]
+        assert record["weights"] == "trained" or record["weights"].startswith(
+            "loaded from "
+        )
+    # seed 0's rows come from the shipped weights, trained or loaded
+    for record in data["runs"]:
+        if record["seed"] == 0:
+            assert record["weights"] in ("trained", "loaded from toy_base100.pt")
+    seeds = {r["seed"] for r in data["results"]}
+    assert seeds == set(data["settings"]["seeds"])
+    zero_shot = {
+        (r["method"], r["length"])
+        for r in _one_seed(data, 0)
+        if r["finetune_steps"] == 0 and not r["method"].startswith("base=")
+    }
+    for seed in seeds:  # every seed has every zero-shot row of the first
+        assert zero_shot <= {
+            (r["method"], r["length"])
+            for r in _one_seed(data, seed)
+            if r["finetune_steps"] == 0
+        }
+
+
+RETRAIN_ONE_SEED = [
+    "-m", "ropelab.book.extrapolate", "--seed", "1", "--methods", "none",
+    "--remaps", "--other-bases", "--ntk-scales", "--ablations", "--finetune-steps",
+    "0",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"),
+    reason="the shipped results come from torch's x86-64 AVX2 kernels",
+)
+def test_retraining_seed_1_reproduces_its_shipped_rows(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "s1.json"
+    done = subprocess.run(
+        [sys.executable, *RETRAIN_ONE_SEED, "--json", str(path)],
+        env={**os.environ, **SHIPPED_KERNELS},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    again = load(path)["results"]
+    shipped = [
+        r
+        for r in _one_seed(shipped_results(), 1)
+        if r["method"] == "none" and r["finetune_steps"] == 0
+    ]
+    assert again == shipped

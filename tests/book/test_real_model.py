@@ -108,20 +108,60 @@ def test_method_tables_equal_transformers(model, method):
             "rope_parameters": {"rope_theta": model.config.base, **params},
         }
     )
-    pos = torch.arange(0, 16384, 97)
+    # up to position 16,383: transformers' dynamic NTK rescales for the largest
+    # position given + 1, the window of the extension runs
+    pos = torch.arange(16383, -1, -97).flip(0)
     cos_hf, sin_hf = hf.LlamaRotaryEmbedding(config)(torch.zeros(1), pos[None])
     cos, sin = llama.rope_tables(
         model.config, pos, layout="half_split", rope_parameters=params, seq_len=16384
     )
-    if method != "dynamic":  # transformers' dynamic rescales for the positions given
-        assert (cos - cos_hf[0]).abs().max() < 1e-5
-        assert (sin - sin_hf[0]).abs().max() < 1e-5
+    assert (cos - cos_hf[0]).abs().max() < 1e-5
+    assert (sin - sin_hf[0]).abs().max() < 1e-5
 
 
 def test_head_stage_first_layer_recomputed_exactly(model, shipped):
     heads = rm.head_stage(model, shipped["heads"]["tokens"], layers=1)
     for key in ("usage", "near", "sink"):
         assert heads[key][0] == shipped["heads"][key][0], key
+
+
+def test_extend_first_chunk_recomputed(model, shipped):
+    """The first chunk of four extension runs, recomputed on a short input.
+
+    Attention is causal, so the losses of the first ``chunk`` targets depend on the
+    first ``chunk + 1`` tokens only, and on the tables of their positions: the same
+    tables here as in the window (dynamic NTK's rescaled for the whole window). The
+    sums agree to float32 rounding (the results keep 4 decimals of sums near 400),
+    the counts of next tokens that agree with no scaling exactly. PI and YaRN go
+    through the stage itself; the other methods differ from them only in their
+    tables, which are tested against transformers above.
+    """
+    ext = shipped["extend"]
+    n, window = ext["chunk"] + 1, ext["window"]
+    start = ext["runs"]["none"]["windows"][0]["start"]
+    short = rm.extend_stage(
+        model, window=n, starts=(start,), factor=ext["factor"],
+        methods=("none", "pi", "yarn"), rebuild=False,
+    )
+    got = {m: r["windows"][0] for m, r in short["runs"].items()}
+    tables = llama.rope_tables(
+        model.config, torch.arange(n), layout=model.layout, seq_len=window,
+        rope_parameters=ext["runs"]["dynamic"]["rope_parameters"],
+    )
+    nll, _ = rm.sequence_nll(model, llama.tokens(start, n), tables=tables)
+    got["dynamic"] = {"chunk_nll": rm.chunk_sums(nll)}
+    for name, row in got.items():
+        run = ext["runs"][name]
+        want = run["windows"][0]
+        assert run["rope_parameters"] == rm.rope_parameters(
+            name, model.config, ext["factor"]
+        )
+        want_nll = want["chunk_nll"][0]
+        assert row["chunk_nll"][0] == pytest.approx(want_nll, abs=2e-3), name
+        if "chunk_agree_none" in row:
+            assert row["chunk_agree_none"][0] == want["chunk_agree_none"][0], name
+    # the window's tables, not those of n positions, where dynamic NTK is no scaling
+    assert abs(got["dynamic"]["chunk_nll"][0] - got["none"]["chunk_nll"][0]) > 0.1
 
 
 def test_layout_stage_recomputed(model, shipped):

@@ -17,10 +17,12 @@ def toy_attention(maps: dict, *, value_positions: dict, train_len: int) -> Figur
     and the query's row (11).
 
     One row of panels per length. Left: the first layer's head that attends
-    one position back, as a heatmap over the last ``train_len`` query and key
-    positions. Right: the second layer's attention from the query (last
-    position) over all key positions, one line per head, with the value's
-    position marked.
+    one position back, as a heatmap over every query and key position, the
+    marker's key column (one before the value) dotted, and a red ring on each
+    query other than the value that puts over half its weight on the marker
+    (the marker detector misfiring). Right: the second layer's attention
+    from the query (last position) over all key positions, one line per head,
+    with the value's position marked.
 
     Args:
         maps: length -> ``(layer1, layer2)``, each ``(heads, seq, seq)`` attention
@@ -36,13 +38,33 @@ def toy_attention(maps: dict, *, value_positions: dict, train_len: int) -> Figur
         second = second.detach().to("cpu", torch.float64)
         prev = first.diagonal(offset=-1, dim1=-2, dim2=-1).mean(-1)
         head = int(prev.argmax())
-        window = first[head, -train_len:, -train_len:]
-        start = length - train_len
-        extent = (start - 0.5, length - 0.5, length - 0.5, start - 0.5)
+        window = first[head]
+        extent = (-0.5, length - 0.5, length - 0.5, -0.5)
         image = left.imshow(
-            window.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, extent=extent
+            window.numpy(),
+            cmap="viridis",
+            vmin=0.0,
+            vmax=1.0,
+            extent=extent,
+            interpolation="nearest",
         )
         fig.colorbar(image, ax=left, shrink=0.85, label="attention weight")
+        left.axvline(value_positions[length] - 1, color="w", linestyle=":", lw=0.8)
+        marker = value_positions[length] - 1
+        on_marker = window[:, marker].clone()
+        on_marker[marker + 1] = 0.0  # the value's row is the detector working
+        rows = torch.nonzero(on_marker > 0.5).flatten()
+        if len(rows):
+            left.scatter(
+                [marker] * len(rows),
+                rows.numpy(),
+                s=40,
+                facecolors="none",
+                edgecolors="r",
+                linewidths=1.0,
+                label="> 0.5 on the marker,\nnot from the value",
+            )
+            left.legend(loc="upper right", fontsize="small")
         left.set_xlabel("key position n (tokens)")
         left.set_ylabel("query position m (tokens)")
         left.set_title(f"layer 1, head {head}, length {length}")
@@ -103,7 +125,9 @@ def extrapolation_accuracy(
 
     Args:
         results: rows as in ``ropelab.book.extrapolate`` (method, finetune_steps,
-            length, accuracy).
+            length, accuracy), optionally with ``low`` and ``high``: an interval
+            drawn as an error bar (points of one length are spread a little
+            sideways so that the bars stay apart).
         methods: the method names to draw, in order (default: all, in first-seen order).
         train_len: the training length L (a dotted line).
         title: the figure's title.
@@ -128,13 +152,23 @@ def extrapolation_accuracy(
                 key=lambda r: r["length"],
             )
             if rows:  # a marker and dash per method: lines that coincide stay apart
-                ax.plot(
-                    [r["length"] for r in rows],
-                    [r["accuracy"] for r in rows],
+                x = [r["length"] * 1.03 ** (i - len(names) / 2) for r in rows]
+                y = [r["accuracy"] for r in rows]
+                spread = None
+                if all("low" in r and "high" in r for r in rows):
+                    spread = [
+                        [a - r["low"] for a, r in zip(y, rows)],
+                        [r["high"] - a for a, r in zip(y, rows)],
+                    ]
+                ax.errorbar(
+                    x,
+                    y,
+                    yerr=spread,
                     label=name,
                     marker="osD^vPX*"[i % 8],
                     linestyle=("-", "--", "-.", ":")[i % 4],
                     alpha=0.85,
+                    capsize=2 if spread else 0,
                 )
         lengths = sorted({r["length"] for r in results})
         ax.axvline(train_len, color="0.5", linestyle=":", label=f"L = {train_len}")
