@@ -813,22 +813,22 @@ def _pdf_layout() -> list[dict]:
             pytest.fail("ROPELAB_REQUIRE_BROWSER=1 but pdftohtml is missing: "
                         "apt-get install poppler-utils", pytrace=False)
         pytest.skip("pdftohtml (poppler-utils) is not installed")
-    out = subprocess.run([exe, "-xml", "-i", "-q", "-stdout", str(PDF)],
+    zoom = 2  # pdftohtml's pixels per point: it writes whole pixels
+    out = subprocess.run([exe, "-xml", "-i", "-q", "-zoom", str(zoom), "-stdout", str(PDF)],
                          capture_output=True, text=True, check=True).stdout
     bottom_margin = _print_margins()["bottom"]
     fonts, pages = {}, []
     for page in ET.fromstring(out).iter("page"):
         for spec in page.iter("fontspec"):
             fonts[spec.get("id")] = spec.get("family", "")
-        scale = float(page.get("width")) / 595.28  # pdftohtml's pixels per point (A4)
-        width, height = float(page.get("width")) / scale, float(page.get("height")) / scale
+        width, height = float(page.get("width")) / zoom, float(page.get("height")) / zoom
         runs = []
         for t in page.iter("text"):
             s = "".join(t.itertext())
             if not s.strip() or (len(s.strip()) == 1 and not s.strip().isalnum()):
                 continue
-            left, top = float(t.get("left")) / scale, float(t.get("top")) / scale
-            w, h = float(t.get("width")) / scale, float(t.get("height")) / scale
+            left, top = float(t.get("left")) / zoom, float(t.get("top")) / zoom
+            w, h = float(t.get("width")) / zoom, float(t.get("height")) / zoom
             if top >= height - bottom_margin:  # the footer: title and page number
                 continue
             runs.append({"left": left, "right": left + w * len(s.rstrip()) / len(s),
@@ -860,8 +860,9 @@ def test_pdf_code_frames_do_not_split_on_their_first_lines():
     A frame that splits fills its page to the bottom of the text area, so the
     pattern looked for is: the page's last lines are code, at most two of them,
     the first of them starts a frame (prose above it, or a gap wider than a
-    line), they reach the text area's bottom (less than two lines' height
-    left), and the next page opens with code at the same indent.
+    line), they reach the text area's bottom (less room left than a line
+    and its leading, 1.75 times a line's glyph height), and the next page
+    opens with code at the same indent.
     """
     pages = _pdf_layout()
     assert any(_is_code(line) for p in pages for line in _lines(p["runs"])), (
@@ -885,7 +886,7 @@ def test_pdf_code_frames_do_not_split_on_their_first_lines():
             first[0]["top"] - above[0]["bottom"] > height)
         room = page["height"] - floor - last[0]["bottom"]
         same_indent = abs(after[0][0]["left"] - first[0]["left"]) < 1.5
-        if starts and room < 2 * height and same_indent:
+        if starts and room < 1.75 * height and same_indent:
             split.append(f"page {number}: {first[0]['text'].strip()[:50]!r} "
                          f"(continued on page {number + 1})")
     assert not split, "code frames split after their first lines:\n  " + "\n  ".join(split)
