@@ -26,7 +26,8 @@ into a book and prints it, A4, with page numbers in the footer:
 Why Chromium rather than Sphinx's LaTeX builder: the equations, the figures,
 the CJK terms (the book's own Noto Sans SC subset) and the pages' layout are
 those of the web book, typeset by the same MathJax and fonts, with no TeX
-installation; tests/book/test_render.py reads the PDF for each point above.
+installation; tests/book/test_render.py reads the PDF for each point above
+(a frame left empty at a page's foot excepted: the PDF's text cannot show one).
 
     python tools/pdf.py _build/single/_build/singlehtml OUT.pdf
 """
