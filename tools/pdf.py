@@ -13,8 +13,9 @@ into a book and prints it, A4, with page numbers in the footer:
   Chromium writes a named destination for it, which gives its page; the
   numbers are then printed alone (a second, two-page print with everything
   else hidden) and stamped onto the blank places left for them;
-* PDF bookmarks, one per entry of the contents (written with pypdf, which
-  also stamps the page numbers into the contents);
+* PDF bookmarks, one per entry of the contents, each with its sections
+  nested under it (written with pypdf, which also stamps the page numbers
+  into the contents);
 * each chapter on a new page; a code frame or output kept whole when it fits
   on a page, so no page ends in an empty frame;
 * tables and outputs wider than the text column scaled down to fit;
@@ -25,7 +26,8 @@ into a book and prints it, A4, with page numbers in the footer:
 Why Chromium rather than Sphinx's LaTeX builder: the equations, the figures,
 the CJK terms (the book's own Noto Sans SC subset) and the pages' layout are
 those of the web book, typeset by the same MathJax and fonts, with no TeX
-installation; tests/book/test_render.py reads the PDF for each point above.
+installation; tests/book/test_render.py reads the PDF for each point above
+(a frame left empty at a page's foot excepted: the PDF's text cannot show one).
 
     python tools/pdf.py _build/single/_build/singlehtml OUT.pdf
 """
@@ -113,11 +115,20 @@ body * { visibility: hidden !important; background: none !important; }
 """
 # Runs in the loaded page before printing: title page, contents (page numbers
 # filled in by the second print), chapters marked, solutions moved to the end,
-# wide tables scaled. Returns the contents' entries (id, title).
+# wide tables scaled. Returns the contents' entries (id, title, sections), where
+# sections are the entry's own sections, (id, title) each, for the bookmarks: every
+# section heading gets an id of its own (rl-s-N; section ids such as "exercises"
+# repeat from chapter to chapter) and a link to it, so that Chromium writes a
+# named destination for it (a link's target gets one even when the link is not
+# printed).
 PREPARE = """({title, subtitle, author, date, solutionsTitle, placeholder}) => {
   const article = document.querySelector('article.bd-article');
   const text = el => { const c = el.cloneNode(true);
     c.querySelectorAll('.headerlink').forEach(a => a.remove());
+    // typeset math: its text is in MathJax's assistive MathML, if anywhere
+    c.querySelectorAll('mjx-container').forEach(m => {
+      const mml = m.querySelector('mjx-assistive-mml');
+      m.replaceWith(mml ? mml.textContent : ''); });
     return c.textContent.replace(/\\s+/g, ' ').trim(); };
   // the documents, in the order of the theme's own printed contents
   const docs = [];
@@ -179,7 +190,27 @@ PREPARE = """({title, subtitle, author, date, solutionsTitle, placeholder}) => {
     const w = t.scrollWidth;
     if (w > column + 1) t.style.zoom = (column / w).toFixed(3);
   }
-  return entries.map(e => [e.id, e.title]);
+  const targets = document.createElement('nav');
+  targets.hidden = true;
+  let n = 0;
+  const sections = id => {
+    const top = document.getElementById(id);
+    if (!top) return [];
+    const found = [];
+    for (const s of top.querySelectorAll(':scope > section')) {
+      const h = s.querySelector(':scope > h1, :scope > h2, :scope > h3, :scope > h4');
+      if (!h || s.classList.contains('rl-chapter')) continue;
+      h.id = h.id || `rl-s-${++n}`;
+      const a = document.createElement('a');
+      a.href = `#${h.id}`;
+      targets.append(a);
+      found.push([h.id, text(h)]);
+    }
+    return found;
+  };
+  const result = entries.map(e => [e.id, e.title, e.id === appendix.id ? [] : sections(e.id)]);
+  front.append(targets);
+  return result;
 }"""
 FOOTER = (
     '<div style="font-size:8pt;width:100%;text-align:center;color:#666">'
@@ -237,8 +268,10 @@ def assemble(
     for i, stamp in enumerate(pypdf.PdfReader(io.BytesIO(numbers)).pages):
         writer.pages[i].merge_page(stamp)
     writer.add_outline_item("Contents", 1)
-    for ident, title in entries:
-        writer.add_outline_item(title, pages[ident] - 1)
+    for ident, title, sections in entries:
+        parent = writer.add_outline_item(title, pages[ident] - 1)
+        for section, heading in sections:
+            writer.add_outline_item(heading, pages[section] - 1, parent=parent)
     writer.page_mode = "/UseOutlines"
     writer.add_metadata({"/Title": meta["title"], "/Author": meta["author"]})
     buffer = io.BytesIO()
@@ -307,7 +340,8 @@ def main(site: Path, out: Path) -> None:
             # the book, with the contents' page numbers left blank
             book = page.pdf(**options)
             pages = destination_pages(book)
-            missing = [title for ident, title in entries if ident not in pages]
+            missing = [title for ident, title, _ in entries if ident not in pages]
+            missing += [head for *_, s in entries for ident, head in s if ident not in pages]
             if missing:
                 sys.exit(f"no page found for the contents entries {missing}")
             # the page numbers alone, printed where the blanks are: the front
@@ -315,7 +349,7 @@ def main(site: Path, out: Path) -> None:
             page.evaluate(
                 """numbers => document.querySelectorAll('.rl-page').forEach(
                     s => { s.textContent = numbers[s.dataset.target]; })""",
-                {ident: str(pages[ident]) for ident, _ in entries},
+                {ident: str(pages[ident]) for ident, *_ in entries},
             )
             page.add_style_tag(content=NUMBERS_ONLY_CSS)
             numbers = page.pdf(**{**options, "display_header_footer": False,

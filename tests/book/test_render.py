@@ -23,6 +23,7 @@ Without Chromium the tests are skipped, unless ``ROPELAB_REQUIRE_BROWSER=1``
 
 from __future__ import annotations
 
+import ast
 import functools
 import html
 import html.parser
@@ -691,8 +692,9 @@ def test_pdf_front_matter(pdf_pages):
         )
 
 
-def test_pdf_bookmarks():
-    """The PDF's bookmarks list every chapter, each pointing at the page it starts on."""
+def test_pdf_bookmarks(pdf_pages):
+    """The PDF's bookmarks list every chapter, each pointing at the page it starts on,
+    with the chapter's sections nested under it, each pointing at its heading's page."""
     pypdf = pytest.importorskip("pypdf")
     if not PDF.is_file():
         pytest.fail(f"no {PDF.relative_to(ROOT)}: run `make pdf`", pytrace=False)
@@ -712,6 +714,23 @@ def test_pdf_bookmarks():
             capture_output=True, text=True,
         ).stdout if shutil.which("pdftotext") else title
         assert _page_starts_with(text, title), f"bookmark {title!r} points elsewhere"
+    # the sections: a list after their chapter's bookmark
+    chapters, wrong = 0, []
+    for item, children in zip(reader.outline, reader.outline[1:]):
+        if isinstance(item, list) or not isinstance(children, list):
+            continue
+        chapters += 1
+        for child in children:
+            if isinstance(child, list):
+                continue
+            page = _squash(pdf_pages[reader.get_destination_page_number(child)])
+            # words, not math (printed apart), nor the whole of a heading that wraps
+            words = [w.rstrip(",.:;?") for w in child.title.split()
+                     if re.fullmatch(r"[A-Za-z]{2,}[,.:;?]?", w)][:4]
+            if not words or not all(w in page for w in words):
+                wrong.append(f"{_squash(item.title)} > {_squash(child.title)}")
+    assert chapters >= len(CHAPTER_PAGES), f"only {chapters} bookmarks have sections under them"
+    assert not wrong, "section bookmarks not on their heading's page:\n  " + "\n  ".join(wrong)
 
 
 def test_pdf_has_no_toggle_labels_and_solutions_at_the_end(pdf_pages):
@@ -756,6 +775,169 @@ def test_pdf_holds_every_equation_figure_and_chinese_term(pdf_pages):
     joined = re.sub(r"\s+", "", text)  # a term may wrap across lines
     missing += [f"Chinese term {t}" for t in sorted(cjk) if t not in joined]
     assert not missing, "not in the PDF:\n  " + "\n  ".join(missing)
+
+
+# --- the PDF's page layout: code frames and wide tables ---------------------------
+
+MM = 72 / 25.4  # PDF points per millimetre
+# Code frames and outputs are set in the theme's monospace font (DejaVu Sans Mono
+# with Debian's Chromium); prose, headings and MathJax's glyphs are not.
+MONOSPACE = re.compile(r"Mono|Courier|Consol|Menlo|Code", re.IGNORECASE)
+
+
+def _print_margins() -> dict[str, float]:
+    """The printed page's margins in points, as tools/pdf.py prints them."""
+    text = (ROOT / "tools" / "pdf.py").read_text(encoding="utf-8")
+    found = re.search(r"^MARGIN = (\{.*\})$", text, re.M)
+    assert found, "tools/pdf.py no longer sets MARGIN"
+    return {side: float(v.removesuffix("mm")) * MM
+            for side, v in ast.literal_eval(found.group(1)).items()}
+
+
+@functools.lru_cache(maxsize=None)
+def _pdf_layout() -> list[dict]:
+    """Every page's text runs with their boxes, in PDF points (poppler's pdftohtml).
+
+    Each page: width, height, and the runs above the footer, each with left,
+    right (trailing spaces not counted), top, bottom, text and whether it is
+    monospace. MathJax's single stretched glyphs (rules, braces), which poppler
+    reports with absurd boxes, are left out. About 1.5 s for the whole book.
+    """
+    import xml.etree.ElementTree as ET
+
+    if not PDF.is_file():
+        pytest.fail(f"no {PDF.relative_to(ROOT)}: run `make pdf`", pytrace=False)
+    exe = shutil.which("pdftohtml")
+    if exe is None:
+        if REQUIRE_BROWSER:
+            pytest.fail("ROPELAB_REQUIRE_BROWSER=1 but pdftohtml is missing: "
+                        "apt-get install poppler-utils", pytrace=False)
+        pytest.skip("pdftohtml (poppler-utils) is not installed")
+    zoom = 2  # pdftohtml's pixels per point: it writes whole pixels
+    out = subprocess.run([exe, "-xml", "-i", "-q", "-zoom", str(zoom), "-stdout", str(PDF)],
+                         capture_output=True, text=True, check=True).stdout
+    bottom_margin = _print_margins()["bottom"]
+    fonts, pages = {}, []
+    for page in ET.fromstring(out).iter("page"):
+        for spec in page.iter("fontspec"):
+            fonts[spec.get("id")] = spec.get("family", "")
+        width, height = float(page.get("width")) / zoom, float(page.get("height")) / zoom
+        runs = []
+        for t in page.iter("text"):
+            s = "".join(t.itertext())
+            if not s.strip() or (len(s.strip()) == 1 and not s.strip().isalnum()):
+                continue
+            left, top = float(t.get("left")) / zoom, float(t.get("top")) / zoom
+            w, h = float(t.get("width")) / zoom, float(t.get("height")) / zoom
+            if top >= height - bottom_margin:  # the footer: title and page number
+                continue
+            runs.append({"left": left, "right": left + w * len(s.rstrip()) / len(s),
+                         "top": top, "bottom": top + h, "text": s,
+                         "mono": bool(MONOSPACE.search(fonts[t.get("font")]))})
+        pages.append({"width": width, "height": height, "runs": runs})
+    return pages
+
+
+def _lines(runs: list[dict]) -> list[list[dict]]:
+    """Runs grouped into printed lines (centres within 4 pt), top to bottom, left to right."""
+    lines: list[list[dict]] = []
+    for r in sorted(runs, key=lambda r: r["top"] + r["bottom"]):
+        centre = (r["top"] + r["bottom"]) / 2
+        if lines and centre - (lines[-1][0]["top"] + lines[-1][0]["bottom"]) / 2 < 4:
+            lines[-1].append(r)
+        else:
+            lines.append([r])
+    return [sorted(line, key=lambda r: r["left"]) for line in lines]
+
+
+def _is_code(line: list[dict]) -> bool:
+    return all(r["mono"] for r in line)
+
+
+def test_pdf_code_frames_do_not_split_on_their_first_lines():
+    """No page ends with a code frame's first one or two lines, the rest on the next page.
+
+    A frame that splits fills its page to the bottom of the text area, so the
+    pattern looked for is: the page's last lines are code, at most two of them,
+    the first of them starts a frame (prose above it, or a gap wider than a
+    line), they reach the text area's bottom (less room left than a line
+    and its leading, 1.75 times a line's glyph height), and the next page
+    opens with code at the same indent.
+    """
+    pages = _pdf_layout()
+    assert any(_is_code(line) for p in pages for line in _lines(p["runs"])), (
+        "no monospace code lines found in the PDF: is the code font still monospace?"
+    )
+    floor = _print_margins()["bottom"]
+    split = []
+    for number, (page, following) in enumerate(zip(pages, pages[1:]), start=1):
+        lines, after = _lines(page["runs"]), _lines(following["runs"])
+        if not lines or not after or not _is_code(after[0]):
+            continue
+        tail = 0
+        while tail < len(lines) and _is_code(lines[-1 - tail]):
+            tail += 1
+        if not 1 <= tail <= 2:
+            continue
+        first, last = lines[-tail], lines[-1]
+        height = last[0]["bottom"] - last[0]["top"]
+        above = lines[-tail - 1] if tail < len(lines) else None
+        starts = above is None or not _is_code(above) or (
+            first[0]["top"] - above[0]["bottom"] > height)
+        room = page["height"] - floor - last[0]["bottom"]
+        same_indent = abs(after[0][0]["left"] - first[0]["left"]) < 1.5
+        if starts and room < 1.75 * height and same_indent:
+            split.append(f"page {number}: {first[0]['text'].strip()[:50]!r} "
+                         f"(continued on page {number + 1})")
+    assert not split, "code frames split after their first lines:\n  " + "\n  ".join(split)
+
+
+def test_pdf_wide_tables_fit_and_no_text_is_cut(pdf_pages):
+    """Wide tables fit the page, whole.
+
+    Every word of every table cell of the web book (cells holding math aside)
+    is in the PDF: a cell whose text is cut (clipped) loses it. Every run of
+    text in the PDF lies inside the page's text area, and no two runs on a line
+    are printed over each other (a table or cell spilling over).
+    """
+    import unicodedata
+
+    text = re.sub(r"\s+", "", unicodedata.normalize("NFKC", "\n".join(pdf_pages)))
+    words, lost = 0, []
+    for path in READABLE_PAGES:
+        page = (HTML / path).read_text(encoding="utf-8")
+        article = page[page.find("<article"):page.find("</article>")]
+        for cell in re.findall(r"<t[dh]\b[^>]*>(.*?)</t[dh]>", article, re.S):
+            if "math" in cell or "mjx" in cell:
+                continue
+            cell = unicodedata.normalize("NFKC", html.unescape(re.sub(r"<[^>]+>", " ", cell)))
+            for word in cell.split():
+                words += 1
+                if word not in text:
+                    lost.append(f"{Path(path).stem}: {word!r}")
+    assert words > 100, f"only {words} words found in the web book's tables"
+    assert not lost, "table cell text not in the PDF:\n  " + "\n  ".join(lost[:20])
+    pages = _pdf_layout()
+    margins = _print_margins()
+    outside, overlapping = [], []
+    for number, page in enumerate(pages, start=1):
+        left, right = margins["left"], page["width"] - margins["right"]
+        for line in _lines(page["runs"]):
+            for r in line:
+                if r["left"] < left - 1 or r["right"] > right + 1:
+                    outside.append(f"page {number}: {r['text'].strip()[:50]!r} "
+                                   f"({r['left']:.0f}-{r['right']:.0f} pt, "
+                                   f"text area {left:.0f}-{right:.0f})")
+            for a, b in zip(line, line[1:]):
+                # inline math is drawn in a gap of two spaces kept in its line's run
+                at = round((b["left"] - a["left"]) / max(a["right"] - a["left"], 0.1)
+                           * len(a["text"].rstrip()))
+                in_gap = "  " in a["text"][max(at - 4, 0):at + 4]  # widths are proportional
+                if a["right"] > b["left"] + 2 and abs(a["top"] - b["top"]) < 1 and not in_gap:
+                    overlapping.append(f"page {number}: {a['text'].strip()[:30]!r} "
+                                       f"runs into {b['text'].strip()[:30]!r}")
+    assert not outside, "text outside the text area:\n  " + "\n  ".join(outside[:20])
+    assert not overlapping, "text printed over text:\n  " + "\n  ".join(overlapping[:20])
 
 
 # --- tables, scroll cues and figures at both widths ------------------------------
