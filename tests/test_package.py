@@ -179,8 +179,9 @@ def built(tmp_path_factory):
 def _package_files() -> set[str]:
     """What the package holds in the checkout: modules and package data."""
     files = {p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
-    for pattern in ("py.typed", "kernels/cpu.c", "data/*.json", "book/data/*"):
-        files |= {p.relative_to(ROOT).as_posix() for p in PACKAGE.glob(pattern)}
+    for pattern in ("py.typed", "kernels/cpu.c", "data/*.json", "book/data/*",
+                    "book/data/gpu_h200/*"):
+        files |= {p.relative_to(ROOT).as_posix() for p in PACKAGE.glob(pattern) if p.is_file()}
     return files
 
 

@@ -83,7 +83,7 @@ def load_gpu_run(folder: str = GPU_RUN) -> GpuRun:
     of Triton, transformers and Liger-Kernel from the run's README.
     """
     root = resources.files("ropelab.book").joinpath(folder)
-    readme = root.joinpath("README.md").read_text()
+    readme = root.joinpath("README.txt").read_text()
     machine = json.loads(root.joinpath("bench_grid.json").read_text())["machine"]
     found = {"gpu": machine["gpu"], "torch": machine["torch"]}
     for name, pattern in (("triton", r"triton ([\d.]+)"),

@@ -259,7 +259,8 @@ def _text_boxes(fig: Figure, renderer) -> list[tuple[str, object, str, Bbox]]:
 
 
 def _data_points(ax) -> list[tuple[str, np.ndarray]]:
-    """The plotted data of ``ax`` as display points: lines (densified), markers, bars."""
+    """The plotted data of ``ax`` as display points: lines (densified), markers,
+    bars."""
     out = []
     for line in ax.lines:
         if line.get_transform() is not ax.transData:
@@ -277,7 +278,11 @@ def _data_points(ax) -> list[tuple[str, np.ndarray]]:
             offsets = coll.get_offset_transform().transform(coll.get_offsets())
             out.append((f"markers {coll.get_label()!r}", np.asarray(offsets)))
     for patch in ax.patches:
-        if isinstance(patch, Rectangle) and patch.get_visible() and patch.get_height() != 0:
+        if (
+            isinstance(patch, Rectangle)
+            and patch.get_visible()
+            and patch.get_height() != 0
+        ):
             box = patch.get_window_extent()
             if box.height >= 0.98 * ax.bbox.height or box.width >= 0.98 * ax.bbox.width:
                 continue  # a shaded band across the axes (axvspan), not data
