@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from ropelab import bench
+from ropelab import bench, bench_machine
 from ropelab.bench import GridResult, Result
 from ropelab.bench import METHODS
 
@@ -402,7 +402,7 @@ def test_the_path_line_names_the_backend_that_ran(monkeypatch):
 
 def test_isa_summary_says_which_instructions_the_results_apply_to():
     line = bench.isa_summary()
-    st = bench.kernel_status()
+    st = bench_machine.kernel_status()
     if st["available"]:
         assert line.startswith("CPUs whose kernel runs") and "this CPU has" in line
     else:

@@ -92,6 +92,22 @@ def test_no_library_module_imports_the_book(path):
     assert not book, f"{path.relative_to(ROOT)} imports {book}: the library never imports ropelab.book"
 
 
+MAX_MODULE_LINES = 800
+
+
+@pytest.mark.parametrize(
+    "path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: p.relative_to(ROOT).as_posix()
+)
+def test_every_module_is_short_and_says_what_it_is_for(path):
+    source = path.read_text(encoding="utf-8")
+    lines = source.count("\n")
+    assert lines <= MAX_MODULE_LINES, f"{lines} lines: split it (at most {MAX_MODULE_LINES})"
+    doc = ast.get_docstring(ast.parse(source))
+    assert source.startswith('"""') and doc, "the first line opens a module docstring"
+    first = doc.splitlines()[0]
+    assert len(first.split()) >= 4, f"the docstring's first line says too little: {first!r}"
+
+
 def _run(code: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
