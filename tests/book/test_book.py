@@ -295,6 +295,37 @@ def test_a_figure_in_every_major_section(path):
     assert not bare, f"{path.name}: sections without a figure: {bare}"
 
 
+def dangling_leads(nb: dict) -> list[str]:
+    """Markdown cells that end in a colon, announcing what follows, but are followed
+    by prose rather than the code, output or display they announce (a section
+    moved between a lead-in and its listing reads as the listing)."""
+    cells = nb["cells"]
+    return [
+        f"cell {i}: …{_text(a['source']).rstrip()[-60:]!r} then {_text(b['source'])[:40]!r}"
+        for i, (a, b) in enumerate(zip(cells, cells[1:]))
+        if a["cell_type"] == "markdown"
+        and _text(a["source"]).rstrip().endswith(":")
+        and b["cell_type"] == "markdown"
+    ]
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.stem)
+def test_a_lead_in_is_followed_by_what_it_announces(path):
+    found = dangling_leads(_load(path))
+    assert not found, f"{path.name}:\n  " + "\n  ".join(found)
+
+
+def test_the_lead_in_rule_sees_a_moved_section():
+    md = {"cell_type": "markdown"}
+    nb = {"cells": [
+        {**md, "source": "For one head of $d = 8$:"},
+        {**md, "source": "### Positions in a serving engine"},
+        {"cell_type": "code", "source": "print(rows)"},
+    ]}
+    assert len(dangling_leads(nb)) == 1
+    assert not dangling_leads({"cells": [nb["cells"][0], nb["cells"][2]]})
+
+
 # --- chapters speak about RoPE -----------------------------------------------
 
 
