@@ -467,6 +467,53 @@ def test_shipped_results_record_how_they_were_made():
         assert bins(seed) == bins(0), seed
 
 
+BETA_FINETUNE = """
+import json
+from ropelab.book.extrapolate import Method, Settings, _finetune, shipped_weights
+from ropelab.book.toy import deterministic, evaluate
+deterministic(1)
+s = Settings()
+beta = Method(f"beta={s.beta:g}", None, s.beta)
+tuned = _finetune(shipped_weights(), beta, s)
+lengths = (4 * s.train_len, 8 * s.train_len)
+kw = beta.forward_kwargs()
+acc = {n: evaluate(tuned, n, samples=s.samples, **kw)["accuracy"] for n in lengths}
+print(json.dumps(acc))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"),
+    reason="the shipped results come from torch's x86-64 AVX2 kernels",
+)
+def test_the_beta_finetune_of_the_shipped_weights_gives_seed_0s_rows():
+    """Liu et al.'s bound tested (the beta table): fine-tuning the shipped weights at
+    beta on the kernels they came from gives seed 0's shipped accuracies at 4L and 8L
+    exactly."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", BETA_FINETUNE],
+        env={**os.environ, **SHIPPED_KERNELS},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = {int(n): a for n, a in json.loads(done.stdout.splitlines()[-1]).items()}
+    data = shipped_results()
+    name, steps = f"beta={data['settings']['beta']:g}", data["settings"]["finetune_steps"]
+    shipped = {
+        r["length"]: r["accuracy"]
+        for r in _one_seed(data, 0)
+        if r["method"] == name and r["finetune_steps"] == steps
+    }
+    assert got == {n: shipped[n] for n in got}
+    assert got[8 * data["train_length"]] > 0.9  # the bound's reach: 512 tokens = 8L
+
+
 RETRAIN_ONE_SEED = [
     "-m", "ropelab.book.extrapolate", "--seed", "1", "--methods", "none",
     "--remaps", "--other-bases", "--ntk-scales", "--ablations", "--finetune-steps",
