@@ -2,6 +2,7 @@
 // tests/book/test_render.py at 1400 px and 400 px):
 // * inline math wider than its paragraph scrolls in its own box instead of
 //   running off a phone's screen;
+// * a check's one-line verdict (✓ ...) wraps to the column;
 // * a display equation or table wider than the column gets a visible cue
 //   ("scroll sideways") under it, and a fade at the edge;
 // * tables: their column names are copied to each cell (data-label), for the
@@ -14,11 +15,23 @@
   function markWide() {
     document.querySelectorAll("mjx-container:not([display])").forEach(function (m) {
       m.classList.remove("ropelab-wide-inline");
+      // the line box it sits in: skip inline wrappers (the theme's span.math is
+      // inline-flex, as wide as the formula, rounded to whole pixels)
       var box = m.parentElement;
-      while (box && getComputedStyle(box).display === "inline") box = box.parentElement;
-      if (box && m.getBoundingClientRect().width > box.clientWidth) {
+      while (box && getComputedStyle(box).display.indexOf("inline") === 0) {
+        box = box.parentElement;
+      }
+      if (box && m.getBoundingClientRect().width > box.clientWidth + 1) {
         m.classList.add("ropelab-wide-inline");
       }
+    });
+  }
+
+  // A check's verdict (a "✓ ..." output line) wraps to the column rather than
+  // hiding its end behind a sideways scroll on a phone.
+  function wrapChecks() {
+    document.querySelectorAll("article div.cell_output pre").forEach(function (pre) {
+      if (/^\s*[✓✗]/.test(pre.textContent)) pre.classList.add("ropelab-check-line");
     });
   }
 
@@ -130,6 +143,11 @@
       MathJax.startup.promise.then(function () {
         markWide();
         cueScrolling();
+        // widths change once MathJax's web fonts arrive: measure again then
+        if (document.fonts) document.fonts.ready.then(function () {
+          markWide();
+          cueScrolling();
+        });
       });
     } else if (document.querySelector(".math")) {
       setTimeout(whenTypeset, 100);
@@ -139,6 +157,7 @@
   }
   function start() {
     labelTables();
+    wrapChecks();
     enableFigures();
     cleanSearch();
     whenTypeset();

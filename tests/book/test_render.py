@@ -343,6 +343,7 @@ def _open(browser_context, server, path, width):
     page.goto(f"{server}/{path}", wait_until="load")
     if page.evaluate("document.querySelectorAll('.math').length") > 0:
         page.evaluate("window.MathJax.startup.promise")
+        page.evaluate("document.fonts.ready.then(() => true)")  # ropelab.js measures then
     page.wait_for_timeout(200)  # the theme binds its handlers on DOMContentLoaded
     return page
 
@@ -974,6 +975,27 @@ READING = """() => {
     if (!(cue && cue.classList.contains('ropelab-scroll-cue') && cue.getClientRects().length))
       out.uncued.push(box.tagName + ' ' + box.textContent.trim().slice(0, 60));
   }
+  // a check's verdict is read whole: no ✓ line hides its end behind a scroll
+  out.checks = 0;
+  out.hidden_checks = [];
+  for (const pre of document.querySelectorAll('article div.cell_output pre')) {
+    if (!pre.getClientRects().length || !/^\\s*✓/.test(pre.textContent)) continue;
+    out.checks += 1;
+    if (pre.scrollWidth > pre.clientWidth + 1 || pre.getBoundingClientRect().right
+        > document.documentElement.clientWidth + 1)
+      out.hidden_checks.push(pre.textContent.trim().slice(0, 60));
+  }
+  // inline math that its line holds is left alone (ropelab.js boxes only wider ones)
+  out.boxed_inline = [];
+  for (const m of document.querySelectorAll('article mjx-container.ropelab-wide-inline')) {
+    let box = m.parentElement;
+    while (box && getComputedStyle(box).display.startsWith('inline')) box = box.parentElement;
+    m.classList.remove('ropelab-wide-inline');  // its own width, unboxed
+    const natural = m.getBoundingClientRect().width;
+    m.classList.add('ropelab-wide-inline');
+    if (box && natural <= box.clientWidth + 1)
+      out.boxed_inline.push(m.textContent.slice(0, 40));
+  }
   return out;
 }"""
 
@@ -983,8 +1005,9 @@ READING = """() => {
     "page_path", [pytest.param(p, id=Path(p).stem) for p in READABLE_PAGES] or ["<no build>"]
 )
 def test_tables_keep_words_whole_and_wide_boxes_show_a_cue(page_path, width, server, browser_context):
-    """No word in a table cell is broken across lines ("Fami ly", "float1 6"), and a
-    display equation or table that scrolls sideways shows a cue under it."""
+    """No word in a table cell is broken across lines ("Fami ly", "float1 6"), a
+    display equation or table that scrolls sideways shows a cue under it, every ✓
+    line is read whole, and only inline math wider than its line scrolls in a box."""
     if not PAGES:
         pytest.fail("no built book", pytrace=False)
     if width == WIDTHS["phone"]:
@@ -997,6 +1020,8 @@ def test_tables_keep_words_whole_and_wide_boxes_show_a_cue(page_path, width, ser
             page.close()
     problems = [f"word broken in a table cell: {w!r}" for w in dict.fromkeys(m["broken"])]
     problems += [f"scrolls sideways without a cue: {n}" for n in m["uncued"]]
+    problems += [f"a ✓ line is cut or scrolls: {n}" for n in m["hidden_checks"]]
+    problems += [f"inline math boxed though its line holds it: {n}" for n in m["boxed_inline"]]
     assert not problems, f"{page_path} at {width} px:\n  " + "\n  ".join(problems)
 
 
