@@ -16,6 +16,7 @@ __all__ = [
     "cos_bound_table",
     "cos_error_table",
     "damage_rows",
+    "exact_half_split_cos",
     "llama_config",
     "source_curves",
     "spacing_rows",
@@ -151,6 +152,24 @@ def cos_error_table(
         err = numerics.cos_error(pos, dim, base, dt, cos_dtype=cos_dtype, exact=True)
         lines.append(f"{name:>12}" + "".join(f"{_fmt(float(e)):>10}" for e in err))
     return lines
+
+
+def exact_half_split_cos(positions: Tensor, dim: int, base: float) -> Tensor:
+    """cos(m·θ32_j) of the float32 frequencies a checkpoint computes, the product
+    taken exactly (40 digits) and rounded once to float64, laid out half-split
+    (each pair's cosine in channels j and j + d/2), as a cos table is.
+
+    Args:
+        positions: integer positions ``(n,)``, ≥ 0.
+        dim: head dimension d (even).
+        base: frequency base b.
+
+    Returns:
+        float64 ``(n, dim)`` on the CPU.
+    """
+    theta32 = frequencies.inv_freq(dim, base)  # float32, as the checkpoint has it
+    cos, _ = numerics.exact_cos_sin(positions, dim, base, inv_freq=theta32)
+    return torch.cat((cos, cos), dim=-1)
 
 
 def three_sources(m: int, base: float, dim: int = 128) -> tuple[float, float]:

@@ -9,8 +9,8 @@ from typing import Any
 from ropelab import bench
 from ropelab.book.cost import METHODS, cost_model
 
-__all__ = ["EARLIER_PATH", "goal_lines", "machine_lines", "methods_table",
-           "prefill_lines", "shown", "traffic_table"]
+__all__ = ["EARLIER_PATH", "goal_lines", "intensity_table", "machine_lines",
+           "methods_table", "prefill_lines", "shown", "traffic_table"]
 
 
 def traffic_table(traces: Mapping[tuple[Any, str], Any], token_heads: int) -> str:
@@ -28,6 +28,21 @@ def traffic_table(traces: Mapping[tuple[Any, str], Any], token_heads: int) -> st
                                                 t.bytes_allocated))
         name_of_dtype = str(dtype).removeprefix("torch.")
         lines.append(f"{name_of_dtype:<9} {name:<10} {r:5d} {w:8d} {a:10d}")
+    return "\n".join(lines)
+
+
+def intensity_table(
+    dim: int, dtype: str, balance: float, methods: Sequence[str]
+) -> str:
+    """Each method's arithmetic intensity (flops per byte moved, from
+    :func:`ropelab.book.cost.cost_model` at head width ``dim`` and ``dtype``) and the
+    machine ``balance`` (flop/byte) over it: above 1, the method waits for memory
+    (eq. ``perf-intensity``). A header line, then one line per method."""
+    head = f"{'intensity (flop/byte)':>22} {'balance / intensity':>20}"
+    lines = [f"{'method':<22} {head}"]
+    for method in methods:
+        intensity = cost_model(dim, dtype, method=method).intensity
+        lines.append(f"{method:<22} {intensity:22.3f} {balance / intensity:20.1f}")
     return "\n".join(lines)
 
 

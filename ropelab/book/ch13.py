@@ -1,7 +1,7 @@
 """Chapter 13's plumbing (current architectures): the partial-rotary table; the
-layer plans of the families' transformers configs; the probe-score and band
-tables; Qwen2.5-VL's position ids for a prompt with a video, read off
-transformers' model as it runs."""
+layer plans of the families' transformers configs; xPos's probe score, the
+probe-score and band tables; Qwen2.5-VL's position ids for a prompt with a
+video, read off transformers' model as it runs."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ __all__ = [
     "qwen25vl_video_positions",
     "released_configs",
     "score_table",
+    "xpos_score",
     "xpos_summary",
 ]
 
@@ -218,3 +219,24 @@ def xpos_summary(zeta: Tensor, at: int, scale: float) -> str:
     return (f"xPos ζ_j from {fast:.3f} (fastest pair) to {slow:.3f} (slowest);"
             f" at {at:,} tokens the slowest pair keeps {slow ** (at / scale):.2f}"
             " of its term")
+
+
+def xpos_score(distances: Tensor, dim: int, scale: float = 512.0) -> Tensor:
+    """xPos's probe score for q = k, all pairs equal: RoPE's (base 10,000) with each
+    pair's term decayed, (1/(d/2)) Σ_j ζ_j^(δ/B) cos(δ θ_j), B = ``scale``
+    (eq. ``var-xpos``). Computed by :func:`ropelab.variants.mean_cos_score` in units
+    of B: distance δ/B and frequencies θ_j·B keep the angle δθ_j.
+
+    Args:
+        distances: ``(n,)`` distances δ in tokens.
+        dim: head dimension d.
+        scale: xPos's B.
+
+    Returns:
+        ``(n,)`` float64, 1 at distance 0.
+    """
+    from ropelab.frequencies import inv_freq
+    from ropelab.variants import mean_cos_score, xpos_decay
+
+    d = torch.as_tensor(distances)
+    return mean_cos_score(d / scale, inv_freq(dim) * scale, xpos_decay(dim))

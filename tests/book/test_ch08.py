@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import ropelab
 from ropelab import numerics
 from ropelab.book import ch08
 from ropelab.book.solutions import ch08 as solutions
@@ -123,3 +124,16 @@ def test_number_spacing_figure_in_the_book_style():
     assert dict(zip(x, gap))[256.0] == 2.0  # bfloat16 stores every second integer there
     x16, _ = lines["float16 (p = 11)"].get_data()
     assert x16.max() == 65504.0
+
+
+def test_exact_half_split_cos_uses_the_float32_frequencies_in_both_halves():
+    pos, d, base = torch.tensor([0, 7, 100_000]), 8, 5e5
+    got = ch08.exact_half_split_cos(pos, d, base)
+    assert got.shape == (3, d) and got.dtype == F64
+    assert torch.equal(got[:, : d // 2], got[:, d // 2 :])  # half-split: j and j + d/2
+    theta32 = ropelab.inv_freq(d, base).double()  # m·θ32 is exact enough in float64
+    by_hand = torch.cos(pos.double()[:, None] * theta32)
+    assert torch.allclose(got[:, : d // 2], by_hand, rtol=0, atol=1e-9)
+    # the real θ_j differ from θ32 by ~1e-8 relative: ~1e-3 in cos at m = 100,000
+    real = torch.cos(100_000 * ropelab.inv_freq(d, base, dtype=F64))
+    assert (got[2, : d // 2] - real).abs().max() > 1e-6

@@ -85,3 +85,12 @@ def test_cost_bars_legend_covers_no_bar_or_label(methods, dtype):
         labels = ax.get_xticklabels()
         covered += [t for t in labels if t.get_window_extent().overlaps(box)]
     assert not covered
+
+
+def test_intensity_table_divides_the_balance_by_the_cost_models_intensity():
+    lines = ch09.intensity_table(128, "float32", 3.0, ("hf", "dense_R")).splitlines()
+    assert lines[0].split()[:2] == ["method", "intensity"]
+    # hf: 3d flops (mul, mul, add) over 10 d·4 bytes = 3/40 (eq. perf-hf)
+    assert lines[1].split() == ["hf", "0.075", "40.0"]
+    # dense R: d(2d - 1) flops over 2 d·4 bytes = 255/8
+    assert lines[2].split() == ["dense_R", "31.875", "0.1"]

@@ -21,3 +21,22 @@ def test_axis_table_refuses_an_even_table_and_steps_past_its_edge():
         ch10.axis_table(torch.zeros(4, 4))
     with pytest.raises(ValueError, match="half-width 1"):
         ch10.axis_table(torch.zeros(3, 3), ks=(2,))
+
+
+def test_init_directions_reads_each_halfs_first_pair_in_degrees():
+    theta = torch.tensor([[[1.0, 0.0], [2.0, 0.0], [0.0, 3.0], [0.0, 1.0]],
+                          [[0.0, -1.0], [0.0, -1.0], [1.0, 1.0], [5.0, 5.0]]])
+    lines = ch10.init_directions(theta).splitlines()
+    assert lines == ["head 0: pairs 0-1 at    0.0°, 2-3 at   90.0°",
+                     "head 1: pairs 0-1 at  -90.0°, 2-3 at   45.0°"]
+
+
+def test_init_directions_of_mixed_init_are_a_quarter_turn_apart():
+    from ropelab.multi_axis import mixed_theta_init
+
+    init = mixed_theta_init(16, 3, generator=torch.Generator().manual_seed(0))
+    for line in ch10.init_directions(init).splitlines():
+        first, second = (float(s.rstrip("°,")) for s in line.split()[5::3])
+        assert (second - first) % 360 == pytest.approx(90.0, abs=0.11)
+    with pytest.raises(ValueError, match="heads, d/2, 2"):
+        ch10.init_directions(torch.zeros(4, 2))

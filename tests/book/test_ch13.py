@@ -68,3 +68,16 @@ def test_score_table_and_xpos_summary():
     assert row.split() == ["c", "1.000", "0.250"]
     note = ch13.xpos_summary(torch.tensor([0.25, 0.5]), at=1024, scale=512)
     assert "0.250 (fastest pair) to 0.500" in note and "keeps 0.25 of its term" in note
+
+
+def test_xpos_score_is_the_decayed_rope_score_by_hand():
+    import math
+
+    dist = torch.tensor([0, 256, 1000])
+    got = ch13.xpos_score(dist, 4, scale=512.0)
+    # d = 4: θ = (1, 0.01), ζ = (0.4/1.4, 0.9/1.4) (eq. var-xpos)
+    zeta, theta = (0.4 / 1.4, 0.9 / 1.4), (1.0, 0.01)
+    by_hand = [sum(z ** (t / 512) * math.cos(t * th) for z, th in zip(zeta, theta)) / 2
+               for t in dist.tolist()]
+    assert got.dtype == torch.float64 and got[0] == 1.0
+    assert got.tolist() == pytest.approx(by_hand, abs=1e-6)
