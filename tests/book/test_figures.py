@@ -687,6 +687,51 @@ def test_figure_from_parameters_has_a_title_and_labelled_axes(name):
     assert any(ax.get_xlabel() or ax.get_ylabel() or not ax.axison for ax in fig.axes)
 
 
+# --- the figures other test files draw, drawn here as the book draws them ---------
+
+
+def test_the_book_draws_these_figures_from_its_own_data():
+    """Figures whose tests live elsewhere, drawn here with the chapters' arguments (the
+    shipped results for chapter 15) so that the collision check below sees them."""
+    from ropelab import wavelengths
+    from ropelab.book import real_model as rm
+
+    data = rm.shipped_results()
+    heads, rb, ext = data["heads"], data["rebuild"], data["extend"]
+    near, usage = torch.tensor(heads["near"]), torch.tensor(heads["usage"])
+    previous = near[..., 1] >= 0.5
+    local = ~previous & (near[..., 1:].sum(-1) >= 0.5)
+    kinds = {"previous-token": previous, "local": local, "content": ~(previous | local)}
+    groups = {name: mask.nonzero().tolist() for name, mask in kinds.items()}
+    figures.pair_usage(usage, wavelengths(64, 100_000.0), groups, context=8192)
+    figures.attention_distance(
+        heads["profile"], heads["bin_edges"], torch.tensor(heads["sink"]).mean(1)
+    )
+    figures.rebuild_damage(
+        rm.window_blocks(rb, "none", block=512), rm.window_blocks(rb, "rebuild", block=512),
+        rm.window_agreement(rb, "rebuild", block=512), block=512,
+    )
+    labels = {"none": "no scaling", "pi": "PI", "ntk": "NTK-aware",
+              "dynamic": "dynamic NTK", "yarn": "YaRN", "llama3": "Llama 3"}
+    figures.extension_perplexity(
+        {label: rm.window_blocks(ext, n) for n, label in labels.items()},
+        block=ext["block"], context=8192, title="Perplexity beyond the trained length",
+    )
+    # chapter 05: four cos tables' errors over 5,000 positions, 0 to about 2
+    m = torch.arange(5000)
+    ramp = (m / 5000.0).double()
+    figures.table_error(m, {"transformers 2023, cast to bfloat16": 2 * ramp,
+                            "transformers today, cast": ramp, "float32": 1e-4 * ramp,
+                            "ropelab, after .to(bfloat16)": 1e-8 * ramp})
+    # chapter 14: bytes per token-head at d = 128 in float32
+    figures.kernel_traffic(
+        {"transformers' formula\n(traced ops)": {"x and temporaries": 6144.0},
+         "Triton kernel\n(counted)": {"x": 512.0, "tables": 512.0, "out": 512.0}},
+        floor=2 * 128 * 4,
+    )
+    figures.number_spacing()  # the style fixture records all seven for the check below
+
+
 # --- nothing collides in a figure (runs last: reads what the tests above drew) ---
 
 # Figures with overlapping parts (a cold read of the book, issue 27, and this
@@ -713,6 +758,8 @@ def test_no_overlapping_text_or_legends(name):
     """No title, label, tick label, text or legend of the figure overlaps another, and no
     legend covers plotted data (_style.overlaps), in every figure the tests above drew."""
     if name not in COLLISIONS:
+        if COLLISIONS:  # the file ran, and no test drew this one: a figure nothing checks
+            pytest.fail(f"no test in this file draws figures.{name}", pytrace=False)
         pytest.skip(f"no test in this run drew figures.{name}")
     problems = sorted(set(COLLISIONS[name]))
     assert not problems, f"figures.{name}:\n  " + "\n  ".join(problems)

@@ -78,7 +78,7 @@ from .ch07 import (  # noqa: E402
     llama3_bands,
     longrope_factors,
 )
-from .ch08 import angle_precision, angle_error_sources  # noqa: E402
+from .ch08 import angle_precision, angle_error_sources, number_spacing  # noqa: E402
 from .ch09 import cost_bars, bench_ratios, bench_grid  # noqa: E402
 from .ch10 import patch_score_maps  # noqa: E402
 from .ch11 import (  # noqa: E402
@@ -162,6 +162,7 @@ __all__ = [
     "longrope_factors",
     "angle_precision",
     "angle_error_sources",
+    "number_spacing",
     "cost_bars",
     "bench_ratios",
     "bench_grid",

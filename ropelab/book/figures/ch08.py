@@ -11,7 +11,7 @@ from ropelab.numerics import cos_error, cos_error_bound, log_positions
 
 from ._style import finish, new_figure
 
-__all__ = ["angle_precision", "angle_error_sources"]
+__all__ = ["angle_precision", "angle_error_sources", "number_spacing"]
 
 
 def angle_precision(
