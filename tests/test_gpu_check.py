@@ -50,3 +50,15 @@ def test_steps_of_separate_calls_land_in_one_file(tmp_path, monkeypatch):
     assert set(json.loads(out.read_text())["steps"]) == {"tests", "bench"}
     assert gpu_check.main(["--out", str(out), "--steps", "bench", "--fresh"]) == 0
     assert set(json.loads(out.read_text())["steps"]) == {"bench"}
+
+
+def test_every_path_the_gpu_check_names_exists():
+    # an --ignore of a moved file ignores nothing: the browser checks were collected
+    import re
+
+    source = (Path(gpu_check.__file__)).read_text()
+    root = Path(gpu_check.__file__).resolve().parent.parent
+    named = re.findall(r'"--ignore=([^"]+)"', source)
+    assert named, "the GPU check leaves the browser checks out by --ignore"
+    missing = [p for p in named if not (root / p).exists()]
+    assert not missing, missing
