@@ -197,6 +197,7 @@ def test_q_and_k_in_one_launch(layout):
         kt.apply_rotary_qk(q, randn(2, 2, 6, 8), c, s)
 
 
+@pytest.mark.slow  # about 8 s each under the interpreter; make test runs them
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_backward_is_the_rotation_by_minus_theta(layout):
     torch.manual_seed(7)
