@@ -443,9 +443,12 @@ def check_positions(
         ) from None
 
 
-def check_keys(q: Tensor, k: object) -> Tensor:
+def check_keys(q: Tensor, k: object, cos: Tensor | None = None,
+               sin: Tensor | None = None) -> Tensor:
     """Check ``k`` is like ``q`` (dtype, device, axes, head size) except for the number
-    of heads: at most one of the leading axes differs (grouped-query attention)."""
+    of heads: at most one of the leading axes differs (grouped-query attention).
+    Tables given (already checked against q) must be shared by q and k: they
+    broadcast against k's leading axes too, so they cannot differ per head."""
     k = check_x(k, "k")
     lead_q = (1,) * (4 - q.dim()) + tuple(q.shape[:-1])
     lead_k = (1,) * (4 - k.dim()) + tuple(k.shape[:-1])
@@ -455,4 +458,16 @@ def check_keys(q: Tensor, k: object) -> Tensor:
         raise ValueError(
             f"k must be like q except for its number of heads: q {tuple(q.shape)} "
             f"{q.dtype}, k {tuple(k.shape)} {k.dtype}")
+    for name, table in (("cos", cos), ("sin", sin)):
+        if table is None:
+            continue
+        lead = tuple(table.shape[:-1])
+        pad = (1,) * (k.dim() - 1 - len(lead)) + lead
+        varies = [t > 1 for t in (1,) * (4 - k.dim()) + pad][:3]
+        if (any(t not in (1, n) for t, n in zip(pad, k.shape[:-1]))
+                or all(v and n > 1 for v, n in zip(varies, lead_q[:3]))):
+            raise ValueError(
+                f"{name} {tuple(table.shape)} must be shared by q and k across the "
+                f"heads (k {tuple(k.shape)}); per-head tables: rotate q and k with "
+                "apply_rotary one at a time")
     return k

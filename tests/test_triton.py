@@ -195,6 +195,14 @@ def test_q_and_k_in_one_launch(layout):
     assert_same(rk, reference(ks.transpose(1, 2), c, s, layout).transpose(1, 2))
     with pytest.raises(ValueError, match="like q except for its number of heads"):
         kt.apply_rotary_qk(q, randn(2, 2, 6, 8), c, s)
+    # per-head tables cannot serve grouped keys: refused by the checks, naming cos
+    per_head = c.expand(2, 4, 5, 8).contiguous()
+    for keys in (k, q.clone()):  # grouped keys, or as many heads as q
+        with pytest.raises(ValueError, match=r"cos \(2, 4, 5, 8\) must be shared by q and k"):
+            kt.apply_rotary_qk(q, keys, per_head, s.expand(2, 4, 5, 8), layout=layout)
+    c2, s2 = c.expand(2, 1, 5, 8), s.expand(2, 1, 5, 8)
+    rq, rk = kt.apply_rotary_qk(q, k, c2, s2, layout=layout)
+    assert_same(rk, reference(k, c, s, layout))  # per-batch tables are shared by heads
 
 
 @pytest.mark.slow  # about 8 s each under the interpreter; make test runs them

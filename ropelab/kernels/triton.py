@@ -574,8 +574,10 @@ def _run(out, x, cos, sin, pos, layout, r, k=None, out_k=None) -> None:
     found = _cached_plan(
         _key(out, x, cos, sin, layout, r, *extra),
         lambda: _make_plan(out, x, cos, sin, pos, layout, r, k, out_k))
-    if found is None:
-        raise ValueError("q and k in one launch need tables shared across the heads")
+    if found is None:  # unreachable past _checks; kept as a guard
+        raise ValueError(
+            f"x {tuple(x.shape)}: the Triton kernel takes at most 4 axes and fewer "
+            "than 2**31 row blocks")
     _launch(found, (x, cos, sin, out, x if pos is None else pos,
                     x if k is None else k, out if out_k is None else out_k))
 
@@ -684,7 +686,7 @@ def apply_rotary_qk(
     """
     q, layout, r, _ = check_apply(q, cos, sin, layout, rotary_dim, None)
     check_triton_x(q, _DTYPES, _INTERPRET)
-    k = check_keys(q, k)
+    k = check_keys(q, k, cos, sin)
     cos, sin = cos.to(q.dtype), sin.to(q.dtype)
     shape = (*q.shape[:-1], r)
     return _Rotate.apply(q, k, cos.expand(shape), sin.expand(shape), None, layout, r)
