@@ -60,6 +60,8 @@ from ropelab.variants import (
 )
 
 from .results import (
+    base_table,
+    distance_table,
     load,
     merge,
     shipped_results,
@@ -86,6 +88,8 @@ __all__ = [
     "wilson",
     "summary",
     "spread_table",
+    "base_table",
+    "distance_table",
     "table",
     "merge",
     "Remap",

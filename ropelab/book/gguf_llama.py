@@ -16,6 +16,7 @@ import functools
 import gzip
 import hashlib
 import importlib.util
+import math
 import os
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -45,6 +46,7 @@ __all__ = [
     "rope_tables",
     "forward",
     "token_nll",
+    "perplexity",
     "logits",
     "rms_norm",
     "text_sha256",
@@ -417,3 +419,11 @@ def token_nll(
         nll.append(F.cross_entropy(z, targets[i : i + chunk], reduction="none"))
         top.append(z.argmax(-1))
     return torch.cat(nll), torch.cat(top)
+
+
+def perplexity(logits: Tensor, ids: Tensor) -> float:
+    """exp of the mean next-token loss: ``logits[i]`` scored on ``ids[i + 1]``.
+
+    Shapes: logits ``(seq, vocab)``, ids ``(seq,)`` -> a float (lower is better).
+    """
+    return math.exp(float(F.cross_entropy(logits[:-1], ids[1:])))

@@ -44,6 +44,7 @@ from .gguf_llama import (
     hf_model,
     load_model,
     logits,
+    perplexity,
     rope_tables,
     text_sha256,
     token_nll,
@@ -64,6 +65,7 @@ __all__ = [
     "rope_parameters",
     "pair_norms",
     "pair_usage",
+    "usage_by_kind",
     "attention_rows",
     "attention_by_distance",
     "capture_qk",
@@ -79,6 +81,7 @@ __all__ = [
     "window_agreement",
     "window_interval",
     "layout_stage",
+    "layout_summary",
     "head_stage",
     "shift_stage",
     "extend_stage",
@@ -149,6 +152,26 @@ def pair_usage(q: Tensor, k: Tensor, layout: str) -> Tensor:
         1
     ).repeat_interleave(group, 0)
     return use / use.sum(-1, keepdim=True)
+
+
+def usage_by_kind(
+    usage: Tensor, kinds: Mapping[str, Tensor], *, fast: int = 8, slow: int = 12
+) -> str:
+    """The budget share of the ``fast`` fastest and ``slow`` slowest pairs, by kind.
+
+    ``usage`` is :func:`pair_usage` for every head, ``(layers, heads, d // 2)``;
+    ``kinds`` maps a kind of head to a boolean mask ``(layers, heads)``. A line for
+    an even spread, then a line per kind: its heads and their mean shares.
+    """
+    pairs = usage.shape[-1]
+    lines = [f"an even spread: {fast / pairs:g} on the fastest {fast} pairs, "
+             f"{slow / pairs:g} on the slowest {slow}"]
+    for name, mask in kinds.items():
+        u = usage[mask]  # (heads of this kind, d // 2)
+        f, s = u[:, :fast].sum(-1).mean(), u[:, pairs - slow :].sum(-1).mean()
+        lines.append(f"{name:>15}: {len(u):3d} heads, fastest {fast} pairs {f:.2f}, "
+                     f"slowest {slow} {s:.2f}")
+    return "\n".join(lines)
 
 
 def attention_rows(q: Tensor, k: Tensor, rows: slice) -> Tensor:
@@ -306,9 +329,6 @@ def layout_stage(model: Model, n: int = 256) -> dict[str, Any]:
             for m in (model, half, wrong)
         }
 
-    def nll(z: Tensor) -> float:
-        return float(torch.nn.functional.cross_entropy(z[:-1], ids[1:]))
-
     state = hf_model().state_dict()
     same = all(
         torch.equal(state[f"model.layers.{i}.self_attn.{p}_proj.weight"], getattr(L, w))
@@ -320,11 +340,22 @@ def layout_stage(model: Model, n: int = 256) -> dict[str, Any]:
         "largest_logit": float(reference.abs().max()),
         "max_diff": {k: float((z - reference).abs().max()) for k, z in runs.items()},
         "ppl": {
-            "transformers": math.exp(nll(reference)),
-            **{k: math.exp(nll(z)) for k, z in runs.items()},
+            "transformers": perplexity(reference, ids),
+            **{k: perplexity(z, ids) for k, z in runs.items()},
         },
         "converted_qk_equal_transformers": same,
     }
+
+
+def layout_summary(stage: Mapping[str, Any]) -> str:
+    """Two lines from :func:`layout_stage`'s results: the perplexity with the right
+    layout and the wrong one, and the largest logit difference from transformers'
+    for the weights as stored and converted."""
+    ppl, diff = stage["ppl"], stage["max_diff"]
+    return (f"{stage['tokens']} tokens: perplexity {ppl['transformers']:.1f}, "
+            f"wrong layout {ppl['half_split_wrong']:.0f}\n"
+            f"largest |Δ logit|: file {diff['interleaved']:.0e}, converted "
+            f"{diff['half_split']:g}, for logits up to {stage['largest_logit']:.0f}")
 
 
 def _log_bins(n: int) -> list[int]:

@@ -2,7 +2,9 @@
 
 :func:`merge` combines the files of separate ``python -m ropelab.book.extrapolate``
 runs; :func:`summary` and :func:`spread_table` give each accuracy with its spread
-over seeds and Wilson's interval (:func:`wilson`); :func:`table` prints one seed's.
+over seeds and Wilson's interval (:func:`wilson`), :func:`base_table` for the models
+trained at other bases and :func:`distance_table` by how far back the value sits;
+:func:`table` prints one seed's.
 :mod:`ropelab.book.extrapolate` re-exports every public name here.
 """
 
@@ -19,6 +21,8 @@ __all__ = [
     "merge",
     "summary",
     "spread_table",
+    "base_table",
+    "distance_table",
     "table",
     "load",
     "shipped_results",
@@ -169,6 +173,54 @@ def spread_table(
             text = f"{st['mean']:.2f} {_end(st['low'])}–{_end(st['high'])}"
             cells += f"{text:>13}"
         lines.append(f"{label:<24}{cells}  {seeds:>5}")
+    return "\n".join(lines)
+
+
+def base_table(data: Mapping[str, Any], bases: Sequence[float]) -> str:
+    """:func:`spread_table` of the models trained at each of ``bases``, as trained.
+
+    The model at the experiment's own base is the method ``"none"``, one at another
+    base ``"base=<b>"`` (``--other-bases``); rows are labelled ``base <b>``.
+    """
+    own = data["settings"]["base"]
+    keys = {b: "none" if b == own else f"base={b:g}" for b in bases}
+    return spread_table(
+        data, [(k, 0) for k in keys.values()],
+        labels={k: f"base {b:g}" for b, k in keys.items()},
+    )
+
+
+def distance_table(data: Mapping[str, Any], methods: Mapping[str, str]) -> str:
+    """Accuracy by how far back the value sits, a column per method (``by_distance``).
+
+    ``methods`` maps a method's name to its column's heading. A row is a bin of
+    distances and its count n of the evaluation sequences; a cell is the mean over
+    the seeds of the bin's accuracy, then the lowest and highest end of any seed's
+    Wilson 95 % interval (:func:`wilson`), e.g. ``0.96 0.75–1.00``.
+    """
+    runs: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
+    count: dict[tuple[int, int], int] = {}
+    lengths = set()
+    for b in data["by_distance"]:
+        runs.setdefault((b["method"], b["lo"], b["hi"]), []).append(
+            (b["right"], b["count"])
+        )
+        count[(b["lo"], b["hi"])] = b["count"]
+        lengths.add(b["length"])
+    if len(lengths) != 1:
+        raise ValueError(f"the bins must come from one length, got {sorted(lengths)}")
+    times = lengths.pop() // data["train_length"]
+    heads = "".join(f"{h:>16}" for h in methods.values())
+    lines = [f"at {times}L, value back by    n" + heads]
+    for lo, hi in sorted(count):
+        cells = ""
+        for m in methods:
+            seeds = runs[(m, lo, hi)]
+            ends = [wilson(r, n) for r, n in seeds]
+            mean = sum(r / n for r, n in seeds) / len(seeds)
+            low, high = min(e[0] for e in ends), max(e[1] for e in ends)
+            cells += f"{f'{mean:.2f} {low:.2f}–{high:.2f}':>16}"
+        lines.append(f"{f'{lo}–{hi - 1} tokens':<20}{count[(lo, hi)]:>5}" + cells)
     return "\n".join(lines)
 
 

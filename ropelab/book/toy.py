@@ -43,12 +43,14 @@ __all__ = [
     "ToyConfig",
     "ToyDecoder",
     "passkey_batch",
+    "passkey_at",
     "train",
     "evaluate",
     "evaluate_by_distance",
     "rope_tables",
     "remap_tables",
     "attention_entropy",
+    "query_attention",
     "deterministic",
 ]
 
@@ -120,6 +122,28 @@ def passkey_batch(
     tokens[rows, where + 1] = answers
     tokens[:, -1] = cfg.query
     return tokens, answers
+
+
+def passkey_at(
+    cfg: ToyConfig, length: int, value_pos: int, *, seed: int = 3
+) -> tuple[Tensor, Tensor]:
+    """One passkey sequence of ``length`` tokens with its value moved to ``value_pos``.
+
+    The :func:`passkey_batch` sequence drawn from ``seed``, with its marker
+    overwritten by filler token 0, the marker written at ``value_pos - 1`` and the
+    answer at ``value_pos`` (1 <= value_pos <= length - 2: the query stays last).
+
+    Returns:
+        ``(tokens (1, length) int64, answer (1,) int64)``.
+    """
+    if not 1 <= value_pos <= length - 2:
+        raise ValueError(
+            f"value_pos must be in 1..length-2 = 1..{length - 2}, got {value_pos}"
+        )
+    tokens, answer = passkey_batch(cfg, 1, length, torch.Generator().manual_seed(seed))
+    tokens[0, tokens[0] == cfg.marker] = 0
+    tokens[0, value_pos - 1], tokens[0, value_pos] = cfg.marker, int(answer)
+    return tokens, answer
 
 
 def rope_tables(
@@ -414,3 +438,27 @@ def attention_entropy(weights: Tensor) -> Tensor:
     """Entropy −Σ p log p (nats) of attention rows ``(..., n, n) -> (..., n)``."""
     logs = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
     return -(weights * logs).sum(-1)
+
+
+@torch.no_grad()
+def query_attention(
+    model: ToyDecoder,
+    length: int,
+    *,
+    scaling: Mapping[str, Any] | None = None,
+    base: float | None = None,
+    samples: int = 64,
+    seed: int = 11,
+) -> Tensor:
+    """The last layer's attention from the query (the last token) on fresh sequences.
+
+    ``samples`` :func:`passkey_batch` sequences of ``length`` tokens drawn from
+    ``seed``, run with ``scaling`` and ``base`` (see ``ToyDecoder.forward``).
+
+    Returns:
+        ``(samples, heads, length)``: row ``-1`` of each head's attention map.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    tokens, _ = passkey_batch(model.cfg, samples, length, gen)
+    _, maps = model(tokens, scaling, base=base)
+    return maps[-1][:, :, -1]

@@ -295,6 +295,83 @@ def test_a_figure_in_every_major_section(path):
     assert not bare, f"{path.name}: sections without a figure: {bare}"
 
 
+FOLDED = ("hide-input", "remove-input", "remove-cell", "hide-cell")
+MAX_TEACHING_LINES = 12  # "about 10": code lines, not blank or comment-only
+
+
+def unfolded_checks(nb: dict) -> list[str]:
+    """Code cells that print a ✓ verdict but show their code (no hide-input tag)."""
+    found = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code" or set(cell.get("metadata", {}).get("tags", [])) & set(FOLDED):
+            continue
+        text = "".join(_text(o.get("text", "")) for o in cell.get("outputs", []))
+        if any(line.lstrip().startswith(("✓", "✗")) for line in text.splitlines()):
+            found.append(f"cell {i}: {text.strip()[:60]}")
+    return found
+
+
+def long_teaching_cells(nb: dict) -> list[str]:
+    """Visible code cells with more than MAX_TEACHING_LINES code lines."""
+    found = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code" or set(cell.get("metadata", {}).get("tags", [])) & set(FOLDED):
+            continue
+        lines = [x for x in _text(cell["source"]).splitlines() if x.strip() and not x.strip().startswith("#")]
+        if len(lines) > MAX_TEACHING_LINES:
+            found.append(f"cell {i}: {len(lines)} code lines: {lines[0][:50]}")
+    return found
+
+
+EXERCISE = re.compile(r"^(`{3,})\{exercise\}.*?^\1\s*$", re.S | re.M)
+
+
+def exercises_without_hint(nb: dict) -> list[str]:
+    """Exercises whose block holds no folded hint (a {hint} with :class: dropdown)."""
+    found = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        for m in EXERCISE.finditer(_text(cell["source"])):
+            block = m.group(0)
+            label = re.search(r":label: (\S+)", block)
+            hint = re.search(r"\{hint\}\s*\n:class: dropdown", block)
+            if not hint:
+                found.append(label.group(1) if label else block[:40])
+    return found
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.stem)
+def test_every_check_cell_is_folded(path):
+    found = unfolded_checks(_load(path))
+    assert not found, f"{path.name}: ✓ cells showing their code:\n  " + "\n  ".join(found)
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.stem)
+def test_teaching_cells_are_short(path):
+    found = long_teaching_cells(_load(path))
+    assert not found, f"{path.name}: move the plumbing into the helpers:\n  " + "\n  ".join(found)
+
+
+@pytest.mark.parametrize("path", _chapters(), ids=lambda p: p.stem)
+def test_every_exercise_has_a_folded_hint(path):
+    missing = exercises_without_hint(_load(path))
+    assert not missing, f"{path.name}: exercises without a hint: {missing}"
+
+
+def test_the_folding_length_and_hint_rules_see_their_faults():
+    md, code = {"cell_type": "markdown"}, {"cell_type": "code", "metadata": {}}
+    check = {**code, "source": "x", "outputs": [{"text": "✓ a = b (1 comparison)\n"}]}
+    assert unfolded_checks({"cells": [check]})
+    assert not unfolded_checks({"cells": [{**check, "metadata": {"tags": ["hide-input"]}}]})
+    long = {**code, "source": "\n".join(["x = 1", "# note", ""] * 13), "outputs": []}
+    assert len(long_teaching_cells({"cells": [long]})) == 1
+    ex = "```{exercise}\n:label: e1\n\nDo it.\n```\n"
+    hinted = ("````{exercise}\n:label: e2\n\nDo it.\n\n```{hint}\n:class: dropdown\n\n"
+              "Look.\n```\n````\n")
+    assert exercises_without_hint({"cells": [{**md, "source": ex + hinted}]}) == ["e1"]
+
+
 def dangling_leads(nb: dict) -> list[str]:
     """Markdown cells that end in a colon, announcing what follows, but are followed
     by prose rather than the code, output or display they announce (a section

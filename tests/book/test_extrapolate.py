@@ -8,6 +8,8 @@ import torch
 from ropelab import inv_freq, scaled_inv_freq
 from ropelab.book.extrapolate import (
     Settings,
+    base_table,
+    distance_table,
     load,
     main,
     methods,
@@ -343,6 +345,41 @@ def test_wilson_interval_solves_the_score_equation():
     assert wilson(256, 256)[1] == 1.0 and wilson(0, 256)[0] == 0.0
     with pytest.raises(ValueError):
         wilson(5, 4)
+
+
+def test_distance_table_spreads_each_bin_over_the_seeds():
+    def bin_(method, lo, hi, right, count, seed):
+        return {"method": method, "finetune_steps": 0, "length": 40, "lo": lo,
+                "hi": hi, "right": right, "count": count, "seed": seed}
+
+    data = {"train_length": 10, "by_distance": [
+        bin_("none", 1, 5, 2, 4, 0), bin_("none", 5, 9, 6, 6, 0),
+        bin_("none", 1, 5, 4, 4, 1), bin_("none", 5, 9, 0, 6, 1),
+        bin_("pi", 1, 5, 1, 4, 0), bin_("pi", 5, 9, 3, 6, 0),
+        bin_("pi", 1, 5, 1, 4, 1), bin_("pi", 5, 9, 3, 6, 1),
+    ]}
+    lines = distance_table(data, {"none": "plain", "pi": "PI"}).splitlines()
+    assert lines[0] == "at 4L, value back by    n" + f"{'plain':>16}{'PI':>16}"
+    plain = f"0.75 {wilson(2, 4)[0]:.2f}–1.00"  # seeds 2/4 and 4/4: mean 0.75
+    pi = "0.25 {:.2f}–{:.2f}".format(*wilson(1, 4))
+    assert lines[1] == f"{'1–4 tokens':<20}{4:>5}{plain:>16}{pi:>16}"
+    assert lines[2].split()[:5] == ["5–8", "tokens", "6", "0.50", "0.00–1.00"]
+    data["by_distance"][0] = {**data["by_distance"][0], "length": 80}
+    with pytest.raises(ValueError, match="one length"):
+        distance_table(data, {"none": "plain"})
+
+
+def test_base_table_names_the_own_base_none():
+    def row(method, accuracy):
+        return {"method": method, "finetune_steps": 0, "length": 10,
+                "accuracy": accuracy, "seed": 0}
+
+    data = {"train_length": 10, "settings": {"base": 100.0, "samples": 4},
+            "results": [row("none", 0.5), row("base=25", 1.0), row("pi", 0.0)]}
+    lines = base_table(data, [25.0, 100.0]).splitlines()
+    assert [line.split()[:3] for line in lines[1:]] == [
+        ["base", "25", "1.00"], ["base", "100", "0.50"]]
+    assert len(lines) == 3
 
 
 def test_seeds_merge_into_one_file_and_summary_spreads_over_them(tmp_path):

@@ -214,6 +214,43 @@ def test_block_ppl_and_interval():
     assert (ratio, lo, hi) == (1.0, 1.0, 1.0)
 
 
+def test_perplexity_scores_each_logit_on_the_next_token():
+    ids = torch.tensor([3, 1, 4, 1])
+    assert llama.perplexity(torch.zeros(4, 10), ids) == pytest.approx(10.0)
+    sure = torch.full((4, 10), -30.0)
+    sure[torch.arange(3), ids[1:]] = 30.0  # row i predicts ids[i + 1]
+    assert llama.perplexity(sure, ids) == pytest.approx(1.0)
+    assert llama.perplexity(sure, ids.flip(0)) > 1e20
+
+
+def test_usage_by_kind_sums_the_fast_and_slow_shares():
+    usage = torch.full((2, 3, 32), 1 / 32)
+    usage[0, 0] = 0.0
+    usage[0, 0, 0] = 1.0  # one head spends everything on pair 0
+    fast = torch.zeros(2, 3, dtype=torch.bool)
+    fast[0, 0] = True
+    lines = rm.usage_by_kind(usage, {"fast": fast, "even": ~fast}).splitlines()
+    assert lines == [
+        "an even spread: 0.25 on the fastest 8 pairs, 0.375 on the slowest 12",
+        "           fast:   1 heads, fastest 8 pairs 1.00, slowest 12 0.00",
+        "           even:   5 heads, fastest 8 pairs 0.25, slowest 12 0.38",
+    ]
+    four = rm.usage_by_kind(usage[..., :4], {"all": fast | ~fast}, fast=1, slow=2)
+    assert four.startswith("an even spread: 0.25 on the fastest 1 pairs, 0.5 on the")
+
+
+def test_layout_summary_reads_the_stage(shipped):
+    stage = {"tokens": 10, "largest_logit": 9.6,
+             "ppl": {"transformers": 3.14, "half_split_wrong": 99.5},
+             "max_diff": {"interleaved": 2.4e-6, "half_split": 0.0}}
+    assert rm.layout_summary(stage).splitlines() == [
+        "10 tokens: perplexity 3.1, wrong layout 100",
+        "largest |Δ logit|: file 2e-06, converted 0, for logits up to 10",
+    ]
+    shipped_lines = rm.layout_summary(shipped["layout"])
+    assert shipped_lines.startswith("256 tokens: perplexity 17.2")
+
+
 def test_rope_parameters_reject_unknown(model):
     with pytest.raises(ValueError, match="method must be one of"):
         rm.rope_parameters("longrope", model.config)

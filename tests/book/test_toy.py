@@ -21,11 +21,14 @@ from ropelab.book.toy import (
     attention_entropy,
     deterministic,
     evaluate,
+    passkey_at,
     passkey_batch,
+    query_attention,
     remap_tables,
     rope_tables,
     train,
 )
+from ropelab.book.ch11 import attention_readout, turns_table
 from ropelab.variants import RemapPass, rerope_passes
 
 CFG = ToyConfig()
@@ -142,6 +145,65 @@ def test_attention_entropy():
         attention_entropy(uniform), torch.full((n,), math.log(n), dtype=torch.float32)
     )
     assert torch.equal(attention_entropy(torch.eye(n)), torch.zeros(n))
+
+
+def test_passkey_at_moves_the_value_and_keeps_one_marker():
+    tokens, answer = passkey_at(CFG, 30, 7, seed=4)
+    assert tokens.shape == (1, 30) and answer.shape == (1,)
+    assert (tokens[0] == CFG.marker).nonzero().flatten().tolist() == [6]
+    assert int(tokens[0, 7]) == int(answer) and int(tokens[0, -1]) == CFG.query
+    drawn, _ = passkey_batch(CFG, 1, 30, torch.Generator().manual_seed(4))
+    moved = (drawn[0] != tokens[0]).nonzero().flatten().tolist()
+    assert set(moved) <= {6, 7, int((drawn[0] == CFG.marker).int().argmax())}
+    for bad in (0, 29):
+        with pytest.raises(ValueError, match="value_pos"):
+            passkey_at(CFG, 30, bad)
+
+
+def test_query_attention_is_the_last_layers_query_row():
+    torch.manual_seed(0)
+    model = ToyDecoder(ToyConfig(d_model=16))
+    rows = query_attention(model, 12, samples=5, seed=2)
+    assert rows.shape == (5, 2, 12)
+    assert torch.allclose(rows.sum(-1), torch.ones(5, 2))
+    tokens, _ = passkey_batch(model.cfg, 5, 12, torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        _, maps = model(tokens)
+    assert torch.equal(rows, maps[1][:, :, 11])
+    pi = {"rope_type": "linear", "factor": 4.0}
+    assert not torch.equal(query_attention(model, 12, scaling=pi, samples=5), rows)
+
+
+def test_turns_table_gives_wavelengths_and_turns():
+    theta = torch.tensor([2 * math.pi, math.pi / 2, 0.1, 0.01], dtype=torch.float64)
+    turns = {1: theta * 10 / (2 * math.pi), 4: theta * 40 / (2 * math.pi)}
+    lines = turns_table(theta, turns, every=2).splitlines()
+    assert lines[0] == "pair j      λ_j  turns in L  turns in 4L"
+    assert lines[1] == "     0      1.0       10.00        40.00"
+    assert lines[2].split() == ["2", "62.8", "0.16", "0.64"]
+    assert len(lines) == 3
+    with pytest.raises(ValueError, match="every"):
+        turns_table(theta, turns, every=0)
+
+
+def test_attention_readout_reads_the_detector_and_the_fetch():
+    heads, n, short = 2, 16, 8
+    first_s, second_s = torch.zeros(2, heads, short, short)
+    second_s[0, -1, 3], second_s[1, -1, 3] = 0.5, 1.0
+    first_s[1, 3, 2] = 0.75
+    first, second = torch.zeros(heads, n, n), torch.zeros(heads, n, n)
+    first[1, [5, 9, 12], 3] = torch.tensor([0.6, 0.2, 0.9])  # marker at 3, value 4
+    first[1, 4, 3] = 1.0  # the value's own row does not count
+    second[0, -1, 12], second[1, -1, 9], second[:, -1, 4] = 0.7, 0.4, 1e-3
+    text = attention_readout({short: (first_s, second_s), n: (first, second)},
+                             {short: 3, n: 4}, short)
+    assert text.splitlines() == [
+        "L: layer 2 on the value ['0.5000', '1.0000'] | layer 1 head 1, "
+        "value on marker 0.75",
+        "2L: 2 other queries put > 0.5 on the marker, at 5 to 12; "
+        "at 9, 12: 0.200, 0.900",
+        "2L: layer 2 on 12, 9: 0.70, 0.40; on the value: at most 1e-03",
+    ]
 
 
 def test_training_learns_and_is_deterministic():
