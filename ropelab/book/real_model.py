@@ -348,7 +348,7 @@ def layout_stage(model: Model, n: int = 256) -> dict[str, Any]:
 
 
 def layout_summary(stage: Mapping[str, Any]) -> str:
-    """Two lines from :func:`layout_stage`'s results: the perplexity with the right
+    """Two lines from the results of ``layout_stage``: the perplexity with the right
     layout and the wrong one, and the largest logit difference from transformers'
     for the weights as stored and converted."""
     ppl, diff = stage["ppl"], stage["max_diff"]
