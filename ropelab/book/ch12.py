@@ -20,6 +20,7 @@ __all__ = [
     "conversion_table",
     "drift_table",
     "dynamic_ntk_generation",
+    "key_drift_table",
     "llama_and_gguf_copy",
     "logits_by_rope_type",
     "packing_leak_table",
@@ -351,3 +352,23 @@ def query_weights(
         return torch.softmax((kr @ qr[0]) / dim**0.5, dim=0)
 
     return weights
+
+
+def key_drift_table(cached: Tensor, today: Tensor, original_max: int) -> str:
+    """How far the cached keys are from the same keys rotated with today's base, by
+    when they were written: the prompt (positions below ``original_max``, L), the
+    first and second halves of the steps past L, and today's step. ``cached``,
+    ``today``: ``(..., keys, d)``; each row is the largest |Δ| over its keys."""
+    gap = (cached - today).abs().flatten(end_dim=-3).amax(dim=(0, -1))  # (keys,)
+    total = gap.numel()
+    if not 0 < original_max < total - 2:
+        raise ValueError(f"original_max={original_max} must lie in 1..{total - 3}")
+    mid = (original_max + total - 1) // 2
+    ends = [0, original_max, mid, total - 1, total]
+    spans = list(zip(ends, ends[1:]))
+    lines = [f"{'keys written at':20} max |cached − today's|"]
+    for a, b in spans:
+        name = f"{a}..{b - 1}" if b - a > 1 else f"{a}"
+        name += " (the prompt)" if a == 0 else " (today)" if b == total else ""
+        lines.append(f"{name:20} {float(gap[a:b].max()):.3f}")
+    return "\n".join(lines)

@@ -113,6 +113,21 @@ def test_base_table_prints_the_base_at_each_length():
     assert lines[5].split()[1] == "64,000" and "vLLM" in lines[5]
 
 
+def test_key_drift_table_groups_the_keys_by_when_they_were_written():
+    today = torch.zeros(1, 2, 10, 4)
+    cached = today.clone()
+    cached[0, 1, 2, 3] = -0.5  # a prompt key
+    cached[0, 0, 5, 0] = 0.25  # first half of the steps past L = 4 (4..5)
+    cached[0, 1, 7, 2] = 2.0  # second half (6..8)
+    lines = ch12.key_drift_table(cached, today, 4).splitlines()
+    assert [line.rsplit(maxsplit=1)[-1] for line in lines[1:]] == [
+        "0.500", "0.250", "2.000", "0.000"]
+    assert lines[1].startswith("0..3 (the prompt)") and lines[4].startswith("9 (today)")
+    assert lines[2].startswith("4..5 ") and lines[3].startswith("6..8 ")
+    with pytest.raises(ValueError, match="original_max=8"):
+        ch12.key_drift_table(cached, today, 8)
+
+
 def test_score_gaps_measure_inside_and_past_the_original_context():
     ref = torch.zeros(6)
     other = torch.tensor([0.0, -0.5, 0.25, 2.0, 0.0, -1.0])
