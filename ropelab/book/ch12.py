@@ -288,16 +288,17 @@ def base_table(base_at: Callable[[int], float], original_max: int, factor: float
 
 def score_gaps(scores: dict[str, Tensor], original_max: int) -> str:
     """For each way of holding the keys after the first (the reference), the
-    largest |score − reference| over the keys inside ``original_max`` and past it;
+    largest |score − reference| over the keys at positions below ``original_max`` (L)
+    and over those from L on;
     ``scores[name]`` is ``(keys,)``."""
     names = list(scores)
     ref = scores[names[0]]
     lines = []
     for name in names[1:]:
         gap = (scores[name] - ref).abs()
-        lines.append(f"{name:22} max |Δ score| inside L: "
+        lines.append(f"{name:22} max |Δ score| on keys 0..L−1: "
                      f"{float(gap[:original_max].max()):.3f}, "
-                     f"past L: {float(gap[original_max:].max()):.3f}")
+                     f"L..: {float(gap[original_max:].max()):.3f}")
     return "\n".join(lines)
 
 

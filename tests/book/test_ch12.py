@@ -132,7 +132,7 @@ def test_score_gaps_measure_inside_and_past_the_original_context():
     ref = torch.zeros(6)
     other = torch.tensor([0.0, -0.5, 0.25, 2.0, 0.0, -1.0])
     (line,) = ch12.score_gaps({"ref": ref, "other": other}, 3).splitlines()
-    assert line.endswith("inside L: 0.500, past L: 2.000")
+    assert line.endswith("on keys 0..L−1: 0.500, L..: 2.000")
 
 
 def test_weight_gaps_compare_each_case_with_the_first():
