@@ -42,7 +42,9 @@ def intensity_table(
     lines = [f"{'method':<22} {head}"]
     for method in methods:
         intensity = cost_model(dim, dtype, method=method).intensity
-        lines.append(f"{method:<22} {intensity:22.3f} {balance / intensity:20.1f}")
+        ratio = balance / intensity  # below 1, two decimals: 0.04, not 0.0
+        shown = f"{ratio:.1f}" if ratio >= 1 else f"{ratio:.2f}"
+        lines.append(f"{method:<22} {intensity:22.3f} {shown:>20}")
     return "\n".join(lines)
 
 

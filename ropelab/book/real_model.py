@@ -62,6 +62,7 @@ from .perplexity import (
 
 __all__ = [
     "METHODS",
+    "even_profile",
     "rope_parameters",
     "pair_norms",
     "pair_usage",
@@ -216,6 +217,19 @@ def attention_by_distance(
     # the queries with a key at distance Δ that is not the first: m = Δ+1 .. n-1
     count = (n - 1 - torch.arange(n)).double().clamp(min=1.0)
     return {"profile": total / count, "sink": sink / max(n - 1, 1)}
+
+
+def even_profile(edges: Sequence[int], n: int) -> Tensor:
+    """:func:`attention_by_distance`'s profile, binned as the heads stage bins it, for
+    queries that spread their weight evenly: query m gives each of its m + 1 keys
+    1 / (m + 1), averaged over the queries m = Δ + 1 .. n - 1 that have a key at
+    distance Δ other than the first, then over the Δ of each bin
+    ``[edges[i], edges[i + 1])``. Returns ``(bins,)``."""
+    share = 1.0 / torch.arange(1, n + 1, dtype=torch.float64)  # query m: 1 / (m + 1)
+    tail = share.flip(0).cumsum(0).flip(0)  # tail[i] = share[i] + ... + share[n - 1]
+    delta = torch.arange(n - 1)  # Δ = n - 1 has no such query: 0, as in the profile
+    even = torch.cat((tail[delta + 1] / (n - 1 - delta), share.new_zeros(1)))
+    return torch.stack([even[lo:hi].mean() for lo, hi in zip(edges, edges[1:])])
 
 
 def capture_qk(model: Model, ids: Tensor, *, layers: int | None = None) -> list:

@@ -316,3 +316,16 @@ def test_figures_draw_in_the_book_style():
         )
     )
     _figure_ok(figures.rebuild_damage([5, 6], [7, 9], [0.9, 0.7], block=512))
+
+
+def test_even_profile_is_the_profile_of_queries_that_attend_evenly():
+    n = 40
+    zeros = torch.zeros(2, n, 8)  # every score 0: query m gives each key 1 / (m + 1)
+    profile = rm.attention_by_distance(zeros, zeros)["profile"].mean(0)
+    edges = rm._log_bins(n)
+    bins = zip(edges, edges[1:])
+    binned = torch.tensor([float(profile[lo:hi].mean()) for lo, hi in bins])
+    torch.testing.assert_close(rm.even_profile(edges, n), binned.double())
+    # a key one step back: the mean of 1 / (m + 1) over m = 2 .. n - 1
+    want = sum(1 / (m + 1) for m in range(2, n)) / (n - 2)
+    assert abs(float(rm.even_profile([1, 2], n)[0]) - want) < 1e-12
